@@ -1,0 +1,66 @@
+"""Compiling a listing's `.cu` file for the GPU in this machine.
+
+One set of nvcc flags, used both at run time (through PyCUDA) and by the
+compile tests that run without a GPU, so what CI checks is what runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .gpu import Unavailable, ensure_nvcc_on_path, init
+
+#: Flags for every listing kernel. -lineinfo lets compute-sanitizer and
+#: Nsight Compute name source lines without slowing the code.
+NVCC_FLAGS = ["-O3", "-lineinfo", "-std=c++17"]
+
+
+class KernelCompileError(RuntimeError):
+    """nvcc rejected a listing's kernel file."""
+
+
+def nvcc_command(cu_file: str | Path, arch: str, out: str | Path, nvcc: str = "nvcc") -> list[str]:
+    """The nvcc command line that builds `cu_file` for `arch` (e.g. "sm_90"),
+    with ptxas's resource report (registers, spills) switched on."""
+    return [nvcc, "--cubin", f"-arch={arch}", *NVCC_FLAGS, "-Xptxas=-v", str(cu_file), "-o", str(out)]
+
+
+def compile(cu_file: str | Path, arch: str | None = None):
+    """Compile a `.cu` file with PyCUDA for this device's architecture and
+    return the loaded module (`module.get_function("name")`).
+
+    Kernel files declare their kernels `extern "C"` themselves, so the names
+    you look up are the names in the file.
+    """
+    from .gpu import _import_pycuda
+
+    _import_pycuda()
+    gpu = init()
+    ensure_nvcc_on_path()
+    from pycuda.compiler import SourceModule
+    from pycuda.driver import CompileError
+
+    path = Path(cu_file).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"kernel file not found: {path}")
+    # The #line directive makes nvcc, compute-sanitizer and ncu name the real
+    # file (PyCUDA compiles a temporary copy).
+    source = f'#line 1 "{path}"\n' + path.read_text()
+    try:
+        return SourceModule(
+            source,
+            options=list(NVCC_FLAGS),
+            arch=arch or gpu.arch,
+            no_extern_c=True,
+            include_dirs=[str(path.parent)],
+        )
+    except CompileError as e:
+        log = (getattr(e, "stderr", None) or "").strip() or str(e)
+        if "Unsupported gpu architecture" in log or "is not defined for option 'gpu-architecture'" in log:
+            raise Unavailable(
+                f"this nvcc does not know {arch or gpu.arch} (the GPU's architecture): "
+                "install a newer CUDA toolkit"
+            ) from None
+        raise KernelCompileError(f"nvcc could not compile {path}:\n{log}") from None
+    except OSError as e:  # nvcc vanished between the check and the call
+        raise Unavailable(f"nvcc could not be run: {e}") from None

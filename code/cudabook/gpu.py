@@ -1,0 +1,210 @@
+"""Finding the GPU: driver, device, primary context and the CUDA compiler.
+
+Everything that can be missing on a reader's machine is found here, and a
+missing piece raises `Unavailable` with one line that says what is missing and
+how to fix it. Listings turn that into exit code 77 ("skipped") via `cli.run`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Exit code of a listing that could not run because something is missing.
+#: 77 is the code autotools and meson use for "skipped".
+EXIT_SKIPPED = 77
+
+
+class Unavailable(RuntimeError):
+    """Something the listing needs (GPU, driver, nvcc, PyCUDA) is missing."""
+
+
+def ceil_div(a: int, b: int) -> int:
+    """Smallest integer q with q * b >= a: how many blocks cover a items."""
+    return -(-a // b)
+
+
+def find_nvcc() -> str | None:
+    """Path of nvcc: from PATH, from $CUDA_HOME, or from the PyPI wheel
+    `nvidia-cuda-nvcc` (site-packages/nvidia/cu13/bin)."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    candidates = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            candidates.append(Path(os.environ[var]) / "bin" / "nvcc")
+    candidates.append(Path("/usr/local/cuda/bin/nvcc"))
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    candidates += sorted(purelib.glob("nvidia/cu*/bin/nvcc"), reverse=True)
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    return None
+
+
+def ensure_nvcc_on_path() -> str:
+    """PyCUDA calls `nvcc` by name; make sure that name resolves."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise Unavailable(
+            "nvcc not found: install the CUDA toolkit (and put its bin/ on PATH) "
+            "or run `pip install nvidia-cuda-nvcc nvidia-cuda-crt nvidia-cuda-runtime nvidia-nvvm`"
+        )
+    bindir = str(Path(nvcc).parent)
+    if shutil.which("nvcc") != nvcc:
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    return nvcc
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """The device a listing runs on, with the facts the records need."""
+
+    device: object  # pycuda.driver.Device
+    context: object  # pycuda.driver.Context (the device's primary context)
+    name: str
+    compute_capability: tuple[int, int]
+    sm_count: int
+    l2_bytes: int
+    total_memory: int
+    cuda_driver: str  # CUDA version the driver supports, e.g. "13.0"
+
+    @property
+    def arch(self) -> str:
+        return "sm_%d%d" % self.compute_capability
+
+
+_GPU: Gpu | None = None
+
+
+def _import_pycuda():
+    try:
+        import pycuda  # noqa: F401
+    except ImportError:
+        raise Unavailable(
+            "PyCUDA is not installed: on a machine with an NVIDIA driver and nvcc, "
+            "run `pip install -e \".[gpu]\"` (it builds PyCUDA from source)"
+        ) from None
+    try:
+        import pycuda.driver as cuda
+    except ImportError as e:  # libcuda.so.1 missing: no driver
+        raise Unavailable(
+            f"PyCUDA is installed but the NVIDIA driver library could not be loaded ({e}); "
+            "install the NVIDIA driver, or use a machine with an NVIDIA GPU"
+        ) from None
+    return cuda
+
+
+def init() -> Gpu:
+    """Initialise CUDA once and make device 0's primary context current.
+
+    The primary context is the one the CUDA runtime (and so PyTorch and CuPy)
+    uses, so arrays and kernels from all of them can be mixed in one process.
+    Set CUDA_VISIBLE_DEVICES to choose another GPU.
+    """
+    global _GPU
+    if _GPU is not None:
+        return _GPU
+    cuda = _import_pycuda()
+    try:
+        cuda.init()
+    except cuda.Error as e:
+        text = str(e)
+        if "INSUFFICIENT_DRIVER" in text.upper() or "driver version is insufficient" in text:
+            raise Unavailable(
+                f"the NVIDIA driver is too old for this PyCUDA build ({text}); update the driver"
+            ) from None
+        raise Unavailable(f"no usable NVIDIA GPU: cuInit failed ({text})") from None
+    if cuda.Device.count() == 0:
+        raise Unavailable("no NVIDIA GPU found (cuda.Device.count() == 0)")
+    dev = cuda.Device(0)
+    ctx = dev.retain_primary_context()
+    ctx.push()
+    import atexit
+
+    def _pop():
+        try:
+            from pycuda.tools import clear_context_caches
+
+            ctx.pop()
+            clear_context_caches()
+        except Exception:  # the context may already be gone at exit
+            pass
+
+    atexit.register(_pop)
+    attr = cuda.device_attribute
+    major, minor = divmod(cuda.get_driver_version(), 1000)
+    _GPU = Gpu(
+        device=dev,
+        context=ctx,
+        name=dev.name(),
+        compute_capability=dev.compute_capability(),
+        sm_count=dev.get_attribute(attr.MULTIPROCESSOR_COUNT),
+        l2_bytes=dev.get_attribute(attr.L2_CACHE_SIZE),
+        total_memory=dev.total_memory(),
+        cuda_driver=f"{major}.{minor // 10}",
+    )
+    return _GPU
+
+
+def environment() -> dict:
+    """Versions of everything that took part in a run, for the GPU record."""
+    import platform
+
+    import numpy
+
+    env = {"python": platform.python_version(), "numpy": numpy.__version__}
+    try:
+        import pycuda
+
+        env["pycuda"] = pycuda.VERSION_TEXT
+    except ImportError:
+        pass
+    if _GPU is not None:
+        g = _GPU
+        env.update(
+            gpu=g.name,
+            compute_capability=f"{g.compute_capability[0]}.{g.compute_capability[1]}",
+            cuda=g.cuda_driver,
+            sm_count=g.sm_count,
+        )
+    env["driver"] = _nvidia_driver_version()
+    nvcc = find_nvcc()
+    if nvcc:
+        import subprocess
+
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+        env["nvcc"] = out.strip().splitlines()[-1] if out.strip() else "unknown"
+    try:
+        import torch  # noqa: F401
+
+        env["torch"] = torch.__version__
+    except ImportError:
+        pass
+    return env
+
+
+def _nvidia_driver_version() -> str | None:
+    p = Path("/proc/driver/nvidia/version")
+    if p.exists():
+        for word in p.read_text().split():
+            if word.count(".") >= 1 and word.replace(".", "").isdigit():
+                return word
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        import subprocess
+
+        r = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True)
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout.strip().splitlines()[0]
+    return None
+
+
+def stderr_line(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)

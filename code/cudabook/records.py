@@ -1,0 +1,141 @@
+"""GPU records: which listings exist, what they hash to, and what the GPU said.
+
+A listing is `code/<chapter>/<name>.py`, with its kernel in `<name>.cu` when it
+has one. Its GPU record is `results/<chapter>/<name>.json`, written by the GPU
+test suite (`pytest -m gpu`). A record is *current* when its content hash
+equals the hash of the listing's files plus the helper modules that run on
+the GPU (RUNTIME_MODULES). Editing the site, the docs or the tests does not
+touch the hash; editing a kernel, its host program or the runtime helpers does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Helper modules whose code runs when a listing runs: part of every hash.
+RUNTIME_MODULES = ("__init__.py", "gpu.py", "compile.py", "check.py", "bench.py",
+                   "roofline.py", "cli.py")
+#: Helper modules that only build the book or run the tests: not hashed.
+TOOLING_MODULES = ("records.py", "mkdocs_hooks.py", "notebooks.py", "__main__.py")
+
+HELPER_PACKAGE = "cudabook"
+
+
+@dataclass(frozen=True)
+class Listing:
+    chapter: str
+    name: str
+    root: Path = ROOT
+
+    @property
+    def id(self) -> str:
+        return f"{self.chapter}/{self.name}"
+
+    @property
+    def py(self) -> Path:
+        return self.root / "code" / self.chapter / f"{self.name}.py"
+
+    @property
+    def cu(self) -> Path | None:
+        p = self.py.with_suffix(".cu")
+        return p if p.exists() else None
+
+    @property
+    def files(self) -> list[Path]:
+        return [p for p in (self.py, self.cu) if p is not None]
+
+    @property
+    def record_path(self) -> Path:
+        return self.root / "results" / self.chapter / f"{self.name}.json"
+
+    def rel(self, p: Path) -> str:
+        return p.relative_to(self.root).as_posix()
+
+
+def chapters(root: Path = ROOT) -> list[str]:
+    """Code folders that hold listings (every folder of code/ but the helper package)."""
+    code = root / "code"
+    return sorted(p.name for p in code.iterdir()
+                  if p.is_dir() and p.name != HELPER_PACKAGE and not p.name.startswith((".", "_")))
+
+
+def discover(root: Path = ROOT) -> list[Listing]:
+    """Every listing in the book, in a stable order."""
+    out = []
+    for ch in chapters(root):
+        for py in sorted((root / "code" / ch).glob("*.py")):
+            if not py.name.startswith("_"):
+                out.append(Listing(ch, py.stem, root))
+    return out
+
+
+def hashed_files(listing: Listing) -> list[Path]:
+    pkg = listing.root / "code" / HELPER_PACKAGE
+    return listing.files + [pkg / m for m in RUNTIME_MODULES]
+
+
+def content_hash(listing: Listing) -> str:
+    """sha256 over the listing's files and the runtime helper modules,
+    each entered as its path and its bytes."""
+    h = hashlib.sha256()
+    for p in hashed_files(listing):
+        h.update(listing.rel(p).encode() + b"\0")
+        h.update(p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def load_record(listing: Listing) -> dict | None:
+    p = listing.record_path
+    if not p.exists():
+        return None
+    return json.loads(p.read_text())
+
+
+def status(listing: Listing) -> tuple[str, dict | None]:
+    """('current' | 'stale' | 'failed' | 'missing', record)."""
+    rec = load_record(listing)
+    if rec is None:
+        return "missing", None
+    if rec.get("hash") != content_hash(listing):
+        return "stale", rec
+    if not rec.get("passed"):
+        return "failed", rec
+    return "current", rec
+
+
+def reverify_command(listing: Listing) -> str:
+    return (f"on a GPU machine: REQUIRE_GPU=1 python -m pytest -m gpu -k '{listing.name}' "
+            f"then commit {listing.rel(listing.record_path)}")
+
+
+def _rate(bps: float) -> str:
+    return f"{bps / 1e12:.2f} TB/s" if bps >= 1e12 else f"{bps / 1e9:.0f} GB/s"
+
+
+def headline(record: dict) -> str | None:
+    """The one number a badge shows: the best benchmark's rate and its share
+    of the ceiling, e.g. '4.12 TB/s (95% of copy)'."""
+    benches = (record.get("benchmark") or {}).get("benchmarks") or []
+    if not benches:
+        return None
+    b = max(benches, key=lambda b: b["bytes_per_s"])
+    s = f"{_rate(b['bytes_per_s'])} ({100 * b['fraction_of_ceiling']:.0f}% of copy"
+    if "baseline" in b:
+        s += f", {b['baseline']['ratio']:.2f}x {b['baseline']['name']}"
+    return s + ")"
+
+
+def badge_text(record: dict) -> str:
+    env = record.get("environment", {})
+    cc = env.get("compute_capability", "?").replace(".", "")
+    parts = [env.get("gpu", "unknown GPU"), f"sm_{cc}", f"CUDA {env.get('cuda', '?')}",
+             record.get("date", "?")[:10]]
+    h = headline(record)
+    if h:
+        parts.append(h)
+    return " · ".join(parts)

@@ -1,0 +1,132 @@
+"""Shared test machinery: the listings, running one in a subprocess, and the
+GPU record that a `pytest -m gpu` session writes.
+
+Every GPU test stores what it saw in RESULTS[listing_id]; when the session
+ends, each listing whose GPU tests all ran gets its record written to
+results/<chapter>/<name>.json (or under $CUDABOOK_RESULTS). A listing with a
+skipped or deselected GPU test gets no new record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "code"))
+
+from cudabook import records  # noqa: E402
+from cudabook.gpu import EXIT_SKIPPED  # noqa: E402
+
+LISTINGS = records.discover()
+SIZES = [1, 31, 32, 33, 1_000_003, 2**27 + 7]  # warp edges, an awkward size, and > 4x L2
+SANITIZER_TOOLS = ["memcheck", "racecheck", "initcheck", "synccheck"]
+SANITIZER_N = 4099  # small, and leaves a tail of 3 for float4 kernels
+REQUIRE_GPU = os.environ.get("REQUIRE_GPU") == "1"
+
+RESULTS: dict[str, dict] = {}
+
+
+def describe(listing: records.Listing) -> dict:
+    """What the listing's command line accepts (sized? bench?), without a GPU."""
+    r = subprocess.run([sys.executable, str(listing.py), "--describe"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, f"{listing.id} --describe failed:\n{r.stderr}"
+    return json.loads(r.stdout)
+
+
+DESCRIPTIONS = {lst.id: describe(lst) for lst in LISTINGS}
+
+
+def run_listing(listing: records.Listing, *args: str, prefix: list[str] | None = None,
+                timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run a listing in its own process, so a crashed CUDA context cannot take
+    the test session down with it."""
+    cmd = [*(prefix or []), sys.executable, str(listing.py), *args]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def expected_keys(listing: records.Listing) -> set[str]:
+    d = DESCRIPTIONS[listing.id]
+    keys = {f"n={n}" for n in SIZES} if d["sized"] else {"run"}
+    if listing.cu is not None:
+        keys |= {f"sanitizer:{t}" for t in SANITIZER_TOOLS}
+    if d["bench"]:
+        keys.add("bench")
+    return keys
+
+
+def store(listing: records.Listing, key: str, value: dict) -> None:
+    RESULTS.setdefault(listing.id, {})[key] = value
+
+
+def skip_or_fail(reason: str):
+    if REQUIRE_GPU:
+        pytest.fail(f"REQUIRE_GPU=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def gpu_ready() -> None:
+    """Skip (or, with REQUIRE_GPU=1, fail) when this machine cannot run listings."""
+    probe = ("import sys; sys.path.insert(0, 'code'); import cudabook as cb; "
+             "sys.exit(cb.run(lambda: (cb.init(), cb.gpu.ensure_nvcc_on_path(), 0)[2]))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    if r.returncode == EXIT_SKIPPED:
+        skip_or_fail(r.stderr.strip().removeprefix("SKIPPED: "))
+    assert r.returncode == 0, f"GPU probe crashed:\n{r.stderr}"
+
+
+def _write_records(config) -> None:
+    out_root = Path(os.environ.get("CUDABOOK_RESULTS", ROOT / "results"))
+    env = None
+    for listing in LISTINGS:
+        got = RESULTS.get(listing.id, {})
+        if not got or set(got) != expected_keys(listing):
+            continue  # some of its GPU tests did not run: no record
+        if env is None:
+            env = next((v["environment"] for v in got.values() if v.get("environment")), {})
+        runs = [dict(v, key=k) for k, v in sorted(got.items()) if k.startswith(("n=", "run"))]
+        errs = [c["rel_err"] for r in runs for c in r.get("checks", [])]
+        rec = {
+            "listing": listing.id,
+            "files": [listing.rel(p) for p in records.hashed_files(listing)],
+            "hash": records.content_hash(listing),
+            "passed": all(v["passed"] for v in got.values()),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "environment": env,
+            "worst_rel_err": max(errs) if errs else None,
+            "runs": [{k: r.get(k) for k in ("key", "seed", "passed", "checks", "facts", "wall_s")}
+                     for r in runs],
+            "sanitizer": {k.split(":", 1)[1]: v for k, v in got.items() if k.startswith("sanitizer:")},
+            "benchmark": got.get("bench"),
+            "command": "REQUIRE_GPU=1 python -m pytest -m gpu",
+        }
+        path = out_root / listing.chapter / f"{listing.name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(rec, indent=1, sort_keys=True, default=str) + "\n")
+        print(f"\nGPU record written: {path}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if RESULTS:
+        _write_records(session.config)
+
+
+def sanitizer_path() -> str | None:
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for c in ("/usr/local/cuda/bin/compute-sanitizer",):
+        if Path(c).exists():
+            return c
+    return None

@@ -1,0 +1,85 @@
+"""The GPU suite: every listing, at every size, under every sanitizer, timed.
+
+Run on a machine with an NVIDIA GPU and PyCUDA:
+
+    REQUIRE_GPU=1 python -m pytest -m gpu
+
+Without a GPU each test is skipped with the reason; with REQUIRE_GPU=1 a
+missing GPU is a failure. The session writes each listing's GPU record
+(see conftest.py). Inputs get a fresh seed every run; the seed is in the
+record and in every failure message, so a failure can be reproduced.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+
+import pytest
+from conftest import (DESCRIPTIONS, LISTINGS, SANITIZER_N, SANITIZER_TOOLS, SIZES, run_listing,
+                      sanitizer_path, skip_or_fail, store)
+
+from cudabook.gpu import EXIT_SKIPPED
+
+pytestmark = pytest.mark.gpu
+
+SIZED = [lst for lst in LISTINGS if DESCRIPTIONS[lst.id]["sized"]]
+UNSIZED = [lst for lst in LISTINGS if not DESCRIPTIONS[lst.id]["sized"]]
+KERNELS = [lst for lst in LISTINGS if lst.cu is not None]
+BENCHED = [lst for lst in LISTINGS if DESCRIPTIONS[lst.id]["bench"]]
+
+
+def _run_and_store(listing, key, tmp_path, *args, prefix=None):
+    seed = secrets.randbelow(2**31)
+    out = tmp_path / "result.json"
+    t0 = time.perf_counter()
+    r = run_listing(listing, *args, "--seed", str(seed), "--json", str(out), prefix=prefix)
+    wall = time.perf_counter() - t0
+    if r.returncode == EXIT_SKIPPED:
+        skip_or_fail(r.stderr.strip())
+    how = f"python {listing.rel(listing.py)} {' '.join(args)} --seed {seed}"
+    report = json.loads(out.read_text()) if out.exists() else {}
+    store(listing, key, dict(report, seed=seed, passed=r.returncode == 0 and report.get("passed", False),
+                             wall_s=round(wall, 2)))
+    assert r.returncode == 0, f"{how} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return r, report
+
+
+@pytest.mark.parametrize("n", SIZES, ids=lambda n: f"n{n}")
+@pytest.mark.parametrize("listing", SIZED, ids=lambda lst: lst.id)
+def test_correct_at_size(listing, n, tmp_path, gpu_ready):
+    _, report = _run_and_store(listing, f"n={n}", tmp_path, "--n", str(n))
+    assert report["checks"], f"{listing.id} checked nothing"
+    assert all(c["passed"] for c in report["checks"])
+    assert all(c["n"] == n for c in report["checks"])
+
+
+@pytest.mark.parametrize("listing", UNSIZED, ids=lambda lst: lst.id)
+def test_runs(listing, tmp_path, gpu_ready):
+    _run_and_store(listing, "run", tmp_path)
+
+
+@pytest.mark.parametrize("tool", SANITIZER_TOOLS)
+@pytest.mark.parametrize("listing", KERNELS, ids=lambda lst: lst.id)
+def test_sanitizer(listing, tool, tmp_path, gpu_ready):
+    sanitizer = sanitizer_path()
+    if sanitizer is None:
+        skip_or_fail("compute-sanitizer not found (it ships with the CUDA toolkit)")
+    args = ["--n", str(SANITIZER_N)] if DESCRIPTIONS[listing.id]["sized"] else []
+    prefix = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", "20"]
+    r = run_listing(listing, *args, prefix=prefix)
+    if r.returncode == EXIT_SKIPPED:
+        skip_or_fail(r.stderr.strip())
+    summary = [ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR SUMMARY" in ln or "RACECHECK SUMMARY" in ln]
+    ok = r.returncode == 0 and bool(summary) and all(" 0 error" in ln or " 0 hazard" in ln for ln in summary)
+    store(listing, f"sanitizer:{tool}", {"passed": ok, "n": SANITIZER_N if args else None,
+                                          "summary": summary[-1].strip() if summary else None})
+    assert ok, f"compute-sanitizer --tool {tool} on {listing.id}:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
+
+
+@pytest.mark.parametrize("listing", BENCHED, ids=lambda lst: lst.id)
+def test_benchmark(listing, tmp_path, gpu_ready):
+    r, report = _run_and_store(listing, "bench", tmp_path, "--bench")
+    assert report["benchmarks"], f"{listing.id} --bench timed nothing"
+    print(r.stdout)
