@@ -41,7 +41,7 @@ def _run_and_store(listing, key, tmp_path, *args, prefix=None):
     how = f"python {listing.rel(listing.py)} {' '.join(args)} --seed {seed}"
     report = json.loads(out.read_text()) if out.exists() else {}
     store(listing, key, dict(report, seed=seed, passed=r.returncode == 0 and report.get("passed", False),
-                             wall_s=round(wall, 2)))
+                             wall_s=round(wall, 2), stdout=r.stdout[-4000:]))
     assert r.returncode == 0, f"{how} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
     return r, report
 

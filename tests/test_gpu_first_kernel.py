@@ -67,7 +67,7 @@ import cudabook as cb
 cb.init()
 from pycuda import gpuarray
 mod = importlib.import_module(sys.argv[1])
-kernel = cb.compile(mod.KERNEL_FILE).get_function(sys.argv[1])
+kernel = mod.load_kernel()
 n = 1001
 good = lambda: gpuarray.to_gpu(np.ones(n, np.float32))
 cases = {

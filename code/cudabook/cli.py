@@ -59,7 +59,11 @@ def parse_args(argv, doc: str | None, *, n: int | None = None, bench_n: int | No
     if n is not None and args.n < 1:
         p.error(f"--n must be >= 1, got {args.n}")
     _report.clear()
-    _report.update(argv=list(sys.argv[1:] if argv is None else argv),
+    shown = list(sys.argv[1:] if argv is None else argv)
+    if "--json" in shown:  # where the report goes is not part of the run
+        i = shown.index("--json")
+        del shown[i:i + 2]
+    _report.update(argv=shown,
                    n=getattr(args, "n", None), seed=args.seed, checks=[], benchmarks=[],
                    json_path=args.json, facts={})
     return args

@@ -6,6 +6,7 @@ compile tests that run without a GPU, so what CI checks is what runs.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .gpu import Unavailable, ensure_nvcc_on_path, init
@@ -40,6 +41,9 @@ def compile(cu_file: str | Path, arch: str | None = None):
     from pycuda.compiler import SourceModule
     from pycuda.driver import CompileError
 
+    cache = os.environ.get("PYCUDA_CACHE_DIR")
+    if cache:  # PyCUDA creates only its default cache folder
+        Path(cache).mkdir(parents=True, exist_ok=True)
     path = Path(cu_file).resolve()
     if not path.is_file():
         raise FileNotFoundError(f"kernel file not found: {path}")
@@ -62,5 +66,7 @@ def compile(cu_file: str | Path, arch: str | None = None):
                 "install a newer CUDA toolkit"
             ) from None
         raise KernelCompileError(f"nvcc could not compile {path}:\n{log}") from None
-    except OSError as e:  # nvcc vanished between the check and the call
-        raise Unavailable(f"nvcc could not be run: {e}") from None
+    except FileNotFoundError as e:
+        if Path(str(e.filename)).name == "nvcc":
+            raise Unavailable(f"nvcc could not be run: {e}") from None
+        raise

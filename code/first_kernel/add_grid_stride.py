@@ -26,6 +26,14 @@ def reference(a, b):
     return a.astype(np.float64) + b.astype(np.float64)
 
 
+# --8<-- [start:load]
+def load_kernel():
+    """Compile the .cu file for this GPU and declare the kernel's parameters:
+    three pointers (P) and a 32-bit int (i), in the order the kernel takes them."""
+    return cb.compile(KERNEL_FILE).get_function("add_grid_stride").prepare("PPPi")
+# --8<-- [end:load]
+
+
 # --8<-- [start:launch]
 def add(kernel, a, b, out, block=BLOCK, blocks_per_sm=BLOCKS_PER_SM):
     """out = a + b on the GPU. a, b, out: 1-D float32 GPUArrays of one size."""
@@ -35,8 +43,8 @@ def add(kernel, a, b, out, block=BLOCK, blocks_per_sm=BLOCKS_PER_SM):
     cb.check_array("out", out, dtype=np.float32, shape=(n,), on_device=True)
     sm_count = cb.init().sm_count
     grid = min(cb.ceil_div(n, block), blocks_per_sm * sm_count)  # (1)!
-    kernel(a.gpudata, b.gpudata, out.gpudata, np.int32(n),
-           block=(block, 1, 1), grid=(grid, 1, 1))
+    kernel.prepared_call((grid, 1, 1), (block, 1, 1),
+                         a.gpudata, b.gpudata, out.gpudata, np.int32(n))
 # --8<-- [end:launch]
 
 
@@ -61,7 +69,7 @@ def main(argv=None) -> int:
     c_gpu = gpuarray.empty_like(a_gpu)
     cb.poison(c_gpu)
 
-    kernel = cb.compile(KERNEL_FILE).get_function("add_grid_stride")
+    kernel = load_kernel()
     add(kernel, a_gpu, b_gpu, c_gpu)
     cb.report_check(cb.compare("c = a + b", c_gpu.get(), reference(a, b)))
 

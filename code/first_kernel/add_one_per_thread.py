@@ -30,6 +30,14 @@ def reference(a, b):
 # --8<-- [end:reference]
 
 
+# --8<-- [start:load]
+def load_kernel():
+    """Compile the .cu file for this GPU and declare the kernel's parameters:
+    three pointers (P) and a 32-bit int (i), in the order the kernel takes them."""
+    return cb.compile(KERNEL_FILE).get_function("add_one_per_thread").prepare("PPPi")
+# --8<-- [end:load]
+
+
 # --8<-- [start:launch]
 def add(kernel, a, b, out, block=BLOCK):
     """out = a + b on the GPU. a, b, out: 1-D float32 GPUArrays of one size."""
@@ -38,8 +46,8 @@ def add(kernel, a, b, out, block=BLOCK):
     cb.check_array("b", b, dtype=np.float32, shape=(n,), on_device=True)
     cb.check_array("out", out, dtype=np.float32, shape=(n,), on_device=True)
     grid = cb.ceil_div(n, block)  # enough blocks to give every element a thread
-    kernel(a.gpudata, b.gpudata, out.gpudata, np.int32(n),
-           block=(block, 1, 1), grid=(grid, 1, 1))
+    kernel.prepared_call((grid, 1, 1), (block, 1, 1),
+                         a.gpudata, b.gpudata, out.gpudata, np.int32(n))
 # --8<-- [end:launch]
 
 
@@ -70,8 +78,8 @@ def main(argv=None) -> int:
     c_gpu = gpuarray.empty_like(a_gpu)      # cuMemAlloc: contents undefined
     cb.poison(c_gpu)                        # NaN everywhere, so no element passes by luck
 
-    # 3. Compile the kernel and 4. launch it.
-    kernel = cb.compile(KERNEL_FILE).get_function("add_one_per_thread")
+    # 3. Compile the kernel, 4. choose the grid and launch it.
+    kernel = load_kernel()
     add(kernel, a_gpu, b_gpu, c_gpu)
 
     # 5. Copy the result back (this waits for the kernel) and check it.

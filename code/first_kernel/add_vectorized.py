@@ -1,9 +1,11 @@
 """Vector add with 16-byte (float4) loads and stores, and a correct tail.
 
 Changed since add_grid_stride.py: the kernel moves four floats per load and
-store; the wrapper also checks that every array starts on a 16-byte boundary,
-which float4 accesses need. Sizes that are not a multiple of 4 exercise the
-scalar tail (the default n = 1,000,003 leaves a tail of 3).
+store, and the wrapper checks that every array starts on a 16-byte boundary,
+which float4 accesses need. The launch goes back to a grid that covers the
+data (one float4 per thread), so each thread's loop runs once; the loop stays,
+so the kernel is correct for any grid. Sizes that are not a multiple of 4
+exercise the scalar tail (the default n = 1,000,003 leaves a tail of 3).
 
 Run:    python code/first_kernel/add_vectorized.py [--n N] [--seed S] [--bench]
 Checks: c against a float64 NumPy sum; relative error <= 1e-6.
@@ -21,26 +23,32 @@ import cudabook as cb  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 BLOCK = 256
-BLOCKS_PER_SM = 8
 
 
 def reference(a, b):
     return a.astype(np.float64) + b.astype(np.float64)
 
 
+# --8<-- [start:load]
+def load_kernel():
+    """Compile the .cu file for this GPU and declare the kernel's parameters:
+    three pointers (P) and a 32-bit int (i), in the order the kernel takes them."""
+    return cb.compile(KERNEL_FILE).get_function("add_vectorized").prepare("PPPi")
+# --8<-- [end:load]
+
+
 # --8<-- [start:launch]
-def add(kernel, a, b, out, block=BLOCK, blocks_per_sm=BLOCKS_PER_SM):
+def add(kernel, a, b, out, block=BLOCK):
     """out = a + b on the GPU. a, b, out: 1-D float32 GPUArrays of one size,
     each starting on a 16-byte boundary."""
     cb.check_array("a", a, dtype=np.float32, ndim=1, on_device=True, alignment=16)
     n = cb.check_size("a.size", a.size)
     cb.check_array("b", b, dtype=np.float32, shape=(n,), on_device=True, alignment=16)
     cb.check_array("out", out, dtype=np.float32, shape=(n,), on_device=True, alignment=16)
-    sm_count = cb.init().sm_count
-    vectors = max(n // 4, n % 4)  # threads needed: one per float4, or one per tail element
-    grid = min(cb.ceil_div(vectors, block), blocks_per_sm * sm_count)
-    kernel(a.gpudata, b.gpudata, out.gpudata, np.int32(n),
-           block=(block, 1, 1), grid=(grid, 1, 1))
+    threads = max(n // 4, n % 4)  # one per float4, and at least one per tail element
+    grid = cb.ceil_div(threads, block)  # (1)!
+    kernel.prepared_call((grid, 1, 1), (block, 1, 1),
+                         a.gpudata, b.gpudata, out.gpudata, np.int32(n))
 # --8<-- [end:launch]
 
 
@@ -65,7 +73,7 @@ def main(argv=None) -> int:
     c_gpu = gpuarray.empty_like(a_gpu)
     cb.poison(c_gpu)
 
-    kernel = cb.compile(KERNEL_FILE).get_function("add_vectorized")
+    kernel = load_kernel()
     add(kernel, a_gpu, b_gpu, c_gpu)
     cb.report_check(cb.compare("c = a + b", c_gpu.get(), reference(a, b)))
 

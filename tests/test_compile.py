@@ -1,0 +1,72 @@
+"""Every kernel compiles with nvcc, with the flags the helper uses at run
+time, for sm_80 and sm_90, and ptxas reports no spills.
+
+Needs no GPU: nvcc comes from the CUDA toolkit or from PyPI
+(`pip install -e ".[dev]"` installs nvidia-cuda-nvcc).
+A kernel that must spill says so, with the reason, in a line
+`// cudabook: allow-spills <why>` in its .cu file.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+from conftest import LISTINGS
+
+from cudabook.compile import NVCC_FLAGS, nvcc_command
+from cudabook.gpu import find_nvcc
+
+KERNELS = [lst for lst in LISTINGS if lst.cu is not None]
+ARCHS = ["sm_80", "sm_90"]
+
+
+@pytest.fixture(scope="module")
+def nvcc():
+    path = find_nvcc()
+    assert path, "nvcc not found: run `pip install -e \".[dev]\"` (installs nvidia-cuda-nvcc)"
+    return path
+
+
+def parse_ptxas(report: str) -> dict[str, dict]:
+    """{kernel: {registers, stack, spill_stores, spill_loads}} from -Xptxas=-v output."""
+    out, current = {}, None
+    for line in report.splitlines():
+        m = re.search(r"Function properties for (\w+)", line) or \
+            re.search(r"Compiling entry function '(\w+)'", line)
+        if m:
+            current = out.setdefault(m.group(1), {})
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and current is not None:
+            current.update(stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+        m = re.search(r"Used (\d+) registers", line)
+        if m and current is not None:
+            current["registers"] = int(m.group(1))
+    return out
+
+
+def test_parse_ptxas():
+    sample = """ptxas info    : Compiling entry function 'k' for 'sm_90'
+ptxas info    : Function properties for k
+    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 255 registers, used 0 barriers"""
+    assert parse_ptxas(sample) == {"k": {"stack": 8, "spill_stores": 4, "spill_loads": 4, "registers": 255}}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("listing", KERNELS, ids=lambda lst: lst.id)
+def test_compiles_without_spills(listing, arch, nvcc, tmp_path):
+    cmd = nvcc_command(listing.cu, arch, tmp_path / "k.cubin", nvcc=nvcc)
+    assert set(NVCC_FLAGS) <= set(cmd)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"nvcc failed on {listing.cu}:\n{r.stderr}"
+    kernels = parse_ptxas(r.stdout + r.stderr)
+    assert kernels, f"no ptxas report for {listing.cu}:\n{r.stderr}"
+    declared = re.findall(r'extern "C"\s+__global__\s+void\s+(\w+)', listing.cu.read_text())
+    assert set(declared) <= set(kernels), f"ptxas did not report {set(declared) - set(kernels)}"
+    if "cudabook: allow-spills" in listing.cu.read_text():
+        return
+    for name, info in kernels.items():
+        assert info.get("spill_stores", 0) == 0 and info.get("spill_loads", 0) == 0, \
+            f"{listing.cu.name}:{name} spills on {arch}: {info}"

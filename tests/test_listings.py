@@ -1,0 +1,84 @@
+"""Every listing, on a machine without a GPU: it follows the house layout,
+says clearly why it cannot run, and its NumPy reference is right."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import DESCRIPTIONS, LISTINGS, ROOT
+
+from cudabook.gpu import EXIT_SKIPPED
+
+
+def _load(listing):
+    spec = importlib.util.spec_from_file_location(f"listing_{listing.name}", listing.py)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("listing", LISTINGS, ids=lambda lst: lst.id)
+def test_layout(listing):
+    tree = ast.parse(listing.py.read_text())
+    doc = ast.get_docstring(tree)
+    assert doc and "Run:" in doc, f"{listing.id}: the docstring must say what it shows and how to run it"
+    names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert "main" in names, f"{listing.id}: needs main(argv) -> int"
+    assert 'if __name__ == "__main__"' in listing.py.read_text()
+    if listing.cu is not None:
+        src = listing.cu.read_text()
+        assert 'extern "C"' in src, f"{listing.cu.name}: declare kernels extern \"C\""
+        assert src.lstrip().startswith("//"), f"{listing.cu.name}: open with a comment saying what it is"
+
+
+@pytest.mark.parametrize("listing", LISTINGS, ids=lambda lst: lst.id)
+def test_without_gpu_says_why_and_exits_77(listing, tmp_path):
+    """With PyCUDA hidden, a listing prints one line naming what is missing
+    and exits 77 ("skipped"), never 0."""
+    (tmp_path / "pycuda").mkdir()
+    (tmp_path / "pycuda" / "__init__.py").write_text("raise ImportError('hidden for this test')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    r = subprocess.run([sys.executable, str(listing.py)], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == EXIT_SKIPPED, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("SKIPPED: PyCUDA is not installed"), r.stderr
+
+
+@pytest.mark.parametrize("listing", LISTINGS, ids=lambda lst: lst.id)
+def test_help(listing):
+    r = subprocess.run([sys.executable, str(listing.py), "--help"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "--seed" in r.stdout
+    if DESCRIPTIONS[listing.id]["sized"]:
+        assert "--n" in r.stdout
+
+
+ADDS = [lst for lst in LISTINGS if lst.chapter == "first_kernel" and lst.name.startswith("add_")]
+
+
+@pytest.mark.parametrize("listing", ADDS, ids=lambda lst: lst.id)
+def test_vector_add_reference_against_exact_sums(listing):
+    """The float64 reference equals the exactly rounded sum of each pair
+    (math.fsum), computed one element at a time in pure Python."""
+    mod = _load(listing)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(1001, dtype=np.float32)
+    b = (rng.standard_normal(1001) * 1e6).astype(np.float32)
+    ref = mod.reference(a, b)
+    assert ref.dtype == np.float64
+    for i in range(a.size):
+        assert ref[i] == math.fsum([float(a[i]), float(b[i])])
+
+
+@pytest.mark.parametrize("listing", ADDS, ids=lambda lst: lst.id)
+def test_vector_add_default_sizes_are_awkward(listing):
+    src = listing.py.read_text()
+    assert "n=1_000_003" in src and "bench_n=200_000_003" in src
