@@ -83,3 +83,23 @@ def test_benchmark(listing, tmp_path, gpu_ready):
     r, report = _run_and_store(listing, "bench", tmp_path, "--bench")
     assert report["benchmarks"], f"{listing.id} --bench timed nothing"
     print(r.stdout)
+
+
+CHAPTERS = sorted({lst.chapter for lst in LISTINGS})
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_notebook_executes(chapter, gpu_ready):
+    """Execute the chapter's companion notebook and store it with its outputs."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "code"), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-m", "cudabook.notebooks", "execute", chapter],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    if r.returncode == EXIT_SKIPPED:
+        skip_or_fail(r.stderr.strip())
+    assert r.returncode == 0, f"notebook for {chapter} failed:\n{r.stdout}\n{r.stderr[-4000:]}"

@@ -179,7 +179,8 @@ def environment() -> dict:
         import subprocess
 
         out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
-        env["nvcc"] = out.strip().splitlines()[-1] if out.strip() else "unknown"
+        release = [ln for ln in out.splitlines() if "release" in ln]
+        env["nvcc"] = release[0].split("release", 1)[1].strip() if release else "unknown"
     try:
         import torch  # noqa: F401
 

@@ -61,7 +61,8 @@ def chapters(root: Path = ROOT) -> list[str]:
     """Code folders that hold listings (every folder of code/ but the helper package)."""
     code = root / "code"
     return sorted(p.name for p in code.iterdir()
-                  if p.is_dir() and p.name != HELPER_PACKAGE and not p.name.startswith((".", "_")))
+                  if p.is_dir() and p.name != HELPER_PACKAGE and p.name.isidentifier()
+                  and not p.name.startswith("_"))
 
 
 def discover(root: Path = ROOT) -> list[Listing]:

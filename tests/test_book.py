@@ -1,0 +1,108 @@
+"""The book itself: chapters include every listing by named section, every
+include resolves, no chapter pastes listing code, notebooks are in sync with
+their listings, and the site builds with --strict."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import LISTINGS, ROOT
+
+from cudabook import notebooks, records
+
+CHAPTER_PAGES = sorted((ROOT / "chapters").glob("*/index.md"))
+INCLUDE = re.compile(r'^\s*--8<--\s+"([^"]+)"\s*$', re.M)
+FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*(\w*)[^\n]*\n(.*?)^\1\2\s*$", re.M | re.S)
+
+
+def _includes() -> list[tuple[str, str]]:
+    out = []
+    for page in CHAPTER_PAGES:
+        out += [(page.relative_to(ROOT).as_posix(), inc) for inc in INCLUDE.findall(page.read_text())]
+    return out
+
+
+def test_every_chapter_folder_has_a_code_folder_and_back():
+    pages = {p.parent.name for p in CHAPTER_PAGES}
+    assert pages, "no chapters found"
+    assert set(records.chapters()) <= pages, "a code/<chapter> folder has no chapters/<chapter>/index.md"
+
+
+def test_every_chapter_is_in_the_nav():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for page in CHAPTER_PAGES:
+        assert page.relative_to(ROOT).as_posix() in nav, f"{page} is not in mkdocs.yml's nav"
+
+
+@pytest.mark.parametrize("listing", LISTINGS, ids=lambda lst: lst.id)
+def test_every_listing_is_included_by_a_chapter(listing):
+    wanted = {listing.rel(f) for f in listing.files}
+    used = {inc.split(":")[0] for _, inc in _includes()}
+    assert wanted & used, f"no chapter includes {listing.id} (add --8<-- \"{listing.rel(listing.py)}:section\")"
+
+
+@pytest.mark.parametrize("page,include", _includes(), ids=lambda x: str(x))
+def test_every_include_resolves_to_a_file_and_section(page, include):
+    path, _, section = include.partition(":")
+    f = ROOT / path
+    assert f.is_file(), f"{page}: {path} does not exist"
+    if section:
+        text = f.read_text()
+        assert f"--8<-- [start:{section}]" in text and f"--8<-- [end:{section}]" in text, \
+            f"{page}: {path} has no section '{section}'"
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES, ids=lambda p: p.parent.name)
+def test_chapters_include_code_rather_than_paste_it(page):
+    """Code blocks in chapters hold only snippet includes; only output
+    (text/console) and diagram (mermaid) blocks may be written inline."""
+    for m in FENCE.finditer(page.read_text()):
+        lang, body = m.group(3), m.group(4)
+        if lang in ("text", "console", "mermaid"):
+            continue
+        lines = [ln for ln in body.splitlines() if ln.strip()]
+        assert lines and all(INCLUDE.match(ln) for ln in lines), \
+            f"{page.name}: a ```{lang} block holds pasted code; include it from code/ instead:\n{body[:300]}"
+
+
+def test_fence_scanner_finds_blocks():
+    md = 'x\n```python title="a"\n--8<-- "code/a/b.py:main"\n```\n\n```cuda\nint x;\n```\n'
+    blocks = [(m.group(3), m.group(4)) for m in FENCE.finditer(md)]
+    assert blocks == [("python", '--8<-- "code/a/b.py:main"\n'), ("cuda", "int x;\n")]
+
+
+@pytest.mark.parametrize("chapter", records.chapters())
+def test_notebook_in_sync_with_listings(chapter):
+    stored_path = notebooks.path(chapter)
+    assert stored_path.exists(), f"no notebook for {chapter}: run the GPU suite (it executes notebooks)"
+    stored = json.loads(stored_path.read_text())
+    fresh = notebooks.build(chapter)
+    src = lambda nb: [(c["cell_type"], c["source"]) for c in nb["cells"]]  # noqa: E731
+    assert src(stored) == src(fresh), \
+        f"{stored_path.name} is out of date with its listings: re-run the GPU suite"
+    assert stored["metadata"]["cudabook"]["listings"] == fresh["metadata"]["cudabook"]["listings"]
+    assert stored["metadata"]["cudabook"].get("executed"), "the notebook was never executed"
+    for cell in stored["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] or "import sys" in cell["source"], f"no output stored for:\n{cell['source']}"
+            assert not any(o["output_type"] == "error" for o in cell["outputs"])
+
+
+def test_site_builds_strict(tmp_path):
+    """What readers get: the whole site, with every warning an error."""
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    page = (tmp_path / "site" / "chapters" / "first_kernel" / "index.html").read_text()
+    assert page.count('class="cb-record cb-current"') == len([lst for lst in LISTINGS if lst.chapter == "first_kernel"])
+    assert "cb-stale" not in page
+    assert "[[rec:" not in page and "cudabook:output" not in page
+    assert "add_one_per_thread" in page and "__global__" in page
+    table = (tmp_path / "site" / "verification" / "index.html").read_text()
+    for listing in LISTINGS:
+        assert f"rec-{listing.chapter}-{listing.name}" in table
+    assert (tmp_path / "site" / "chapters" / "first_kernel" / "first_kernel" / "index.html").exists()

@@ -1,0 +1,76 @@
+"""The freshness gate: every listing has a passing GPU record that matches
+its code. A listing changed since its last GPU run fails here, with the
+command that re-verifies it."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from conftest import LISTINGS, ROOT
+
+from cudabook import records
+
+
+@pytest.mark.parametrize("listing", LISTINGS, ids=lambda lst: lst.id)
+def test_listing_has_current_passing_gpu_record(listing):
+    state, rec = records.status(listing)
+    msg = {
+        "missing": f"{listing.id} has never been run on a GPU (no {listing.rel(listing.record_path)})",
+        "stale": f"{listing.id} changed since its GPU record was made",
+        "failed": f"{listing.id} failed its last GPU run",
+    }.get(state)
+    assert state == "current", f"{msg}. Re-verify {records.reverify_command(listing)}"
+    assert rec["listing"] == listing.id
+    assert rec["environment"].get("gpu"), "a record must name its GPU"
+    assert rec["files"] == [listing.rel(p) for p in records.hashed_files(listing)]
+    if listing.cu is not None:
+        assert set(rec["sanitizer"]) == {"memcheck", "racecheck", "initcheck", "synccheck"}
+        assert all(v["passed"] for v in rec["sanitizer"].values())
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of the book's code, docs and records to edit."""
+    for d in ("code", "results", "docs", "chapters", "tests"):
+        shutil.copytree(ROOT / d, tmp_path / d, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def test_hash_follows_listing_and_runtime_helpers_only(tree):
+    lst = records.discover(tree)[0]
+    before = records.content_hash(lst)
+    (tree / "docs" / "index.md").write_text("edited\n")
+    (tree / "chapters" / lst.chapter / "index.md").write_text("edited\n")
+    (tree / "code" / "cudabook" / "mkdocs_hooks.py").write_text("# edited\n")
+    (tree / "tests" / "conftest.py").write_text("# edited\n")
+    assert records.content_hash(lst) == before, "docs, site and tests must not invalidate records"
+    lst.py.write_text(lst.py.read_text() + "\n# edited\n")
+    assert records.content_hash(lst) != before
+    lst.py.write_text(lst.py.read_text().removesuffix("\n# edited\n"))
+    assert records.content_hash(lst) == before
+    (tree / "code" / "cudabook" / "check.py").write_text("# edited\n")
+    assert records.content_hash(lst) != before
+
+
+def test_stale_listing_is_named_with_the_command(tree):
+    lst = next(x for x in records.discover(tree) if x.cu is not None)
+    assert records.status(lst)[0] == "current"
+    lst.cu.write_text(lst.cu.read_text() + "\n// edited\n")
+    state, _ = records.status(lst)
+    assert state == "stale"
+    cmd = records.reverify_command(lst)
+    assert "REQUIRE_GPU=1 python -m pytest -m gpu" in cmd and lst.name in cmd
+    lst.record_path.unlink()
+    assert records.status(lst)[0] == "missing"
+
+
+def test_badge_text_from_a_record():
+    rec = {"environment": {"gpu": "NVIDIA H200", "compute_capability": "9.0", "cuda": "13.0"},
+           "date": "2026-11-30T10:00:00Z",
+           "benchmark": {"benchmarks": [{"bytes_per_s": 4.1e12, "fraction_of_ceiling": 0.953,
+                                         "baseline": {"name": "torch.add", "ratio": 0.99}}]}}
+    assert records.badge_text(rec) == ("NVIDIA H200 · sm_90 · CUDA 13.0 · 2026-11-30 · "
+                                       "4.10 TB/s (95% of copy, 0.99x torch.add)")
+    del rec["benchmark"]
+    assert records.badge_text(rec) == "NVIDIA H200 · sm_90 · CUDA 13.0 · 2026-11-30"
