@@ -105,7 +105,7 @@ def _write_records(config) -> None:
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "environment": env,
             "worst_rel_err": max(errs) if errs else None,
-            "runs": [{k: r.get(k) for k in ("key", "seed", "passed", "checks", "facts", "wall_s")}
+            "runs": [{k: r.get(k) for k in ("key", "seed", "passed", "checks", "facts", "wall_s", "stdout")}
                      for r in runs],
             "sanitizer": {k.split(":", 1)[1]: v for k, v in got.items() if k.startswith("sanitizer:")},
             "benchmark": got.get("bench"),

@@ -55,10 +55,17 @@ def _problem(msg: str) -> None:
 def on_files(files, config):
     root = Path(config["config_file_path"]).resolve().parent
     chapters = root / CHAPTERS_DIR
+    # Hooks run after plugins, so hand notebooks to mkdocs-jupyter ourselves.
+    jupyter = config["plugins"].get("mkdocs-jupyter")
     for path in sorted(chapters.rglob("*")):
         if path.is_file() and not path.name.startswith("."):
             rel = path.relative_to(root).as_posix()
-            files.append(File(rel, str(root), config["site_dir"], config["use_directory_urls"]))
+            f = File(rel, str(root), config["site_dir"], config["use_directory_urls"])
+            if jupyter is not None and jupyter.should_include(f):
+                from mkdocs_jupyter.plugin import NotebookFile
+
+                f = NotebookFile(f, **config)
+            files.append(f)
     return files
 
 
