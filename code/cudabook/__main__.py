@@ -43,19 +43,21 @@ def _run(cmd: list[str]) -> tuple[int, str]:
 
 
 TINY = r'''
-import numpy as np, sys
+# A tiny kernel through the same path the listings take (cudabook.compile).
+import sys, tempfile
+from pathlib import Path
+import numpy as np
 sys.path.insert(0, sys.argv[1])
 import cudabook as cb
 cb.init()
-from pycuda.compiler import SourceModule
 from pycuda import gpuarray
-cb.gpu.ensure_nvcc_on_path()
-mod = SourceModule('extern "C" __global__ void twice(float* x, int n)'
-                   '{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }',
-                   no_extern_c=True, arch=cb.init().arch)
+cu = Path(tempfile.mkdtemp()) / "twice.cu"
+cu.write_text('extern "C" __global__ void twice(float* x, int n)'
+              '{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }')
+kernel = cb.compile(cu).get_function("twice")
 x = np.arange(1000, dtype=np.float32)
 g = gpuarray.to_gpu(x)
-mod.get_function("twice")(g.gpudata, np.int32(x.size), block=(128, 1, 1), grid=(8, 1))
+kernel(g.gpudata, np.int32(x.size), block=(128, 1, 1), grid=(8, 1))
 print("OK" if np.array_equal(g.get(), 2 * x) else "WRONG")
 '''
 
