@@ -81,15 +81,18 @@ def test_notebook_in_sync_with_listings(chapter):
     assert stored_path.exists(), f"no notebook for {chapter}: run the GPU suite (it executes notebooks)"
     stored = json.loads(stored_path.read_text())
     fresh = notebooks.build(chapter)
-    src = lambda nb: [(c["cell_type"], c["source"]) for c in nb["cells"]]  # noqa: E731
+    def src(nb):
+        return [(c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
     assert src(stored) == src(fresh), \
         f"{stored_path.name} is out of date with its listings: re-run the GPU suite"
     assert stored["metadata"]["cudabook"]["listings"] == fresh["metadata"]["cudabook"]["listings"]
     assert stored["metadata"]["cudabook"].get("executed"), "the notebook was never executed"
-    for cell in stored["cells"]:
-        if cell["cell_type"] == "code":
-            assert cell["outputs"] or "import sys" in cell["source"], f"no output stored for:\n{cell['source']}"
-            assert not any(o["output_type"] == "error" for o in cell["outputs"])
+    code = [c for c in stored["cells"] if c["cell_type"] == "code"]
+    assert [c["execution_count"] for c in code] == list(range(1, len(code) + 1)), "not every cell ran"
+    for cell in code[1:]:  # the first cell only sets up sys.path and prints nothing
+        assert cell["outputs"], f"no output stored for:\n{''.join(cell['source'])}"
+        assert not any(o["output_type"] == "error" for o in cell["outputs"])
+    assert "NVIDIA" in "".join(code[-1]["outputs"][0]["data"]["text/plain"]), "the last cell names the GPU"
 
 
 def test_site_builds_strict(tmp_path):
@@ -105,4 +108,15 @@ def test_site_builds_strict(tmp_path):
     table = (tmp_path / "site" / "verification" / "index.html").read_text()
     for listing in LISTINGS:
         assert f"rec-{listing.chapter}-{listing.name}" in table
-    assert (tmp_path / "site" / "chapters" / "first_kernel" / "first_kernel" / "index.html").exists()
+    notebook = (tmp_path / "site" / "chapters" / "first_kernel" / "first_kernel" / "index.html").read_text()
+    assert "colab.research.google.com" in notebook and "NVIDIA H200" in notebook
+    assert (tmp_path / "site" / "chapters" / "first_kernel" / "bandwidth.svg").exists()
+    running = (tmp_path / "site" / "running" / "index.html").read_text()
+    assert "[ok] tiny kernel" in running
+
+
+def test_repository_url_is_the_same_everywhere():
+    import yaml
+
+    cfg = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
+    assert cfg["repo_url"] == notebooks.repository()

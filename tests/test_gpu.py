@@ -103,3 +103,24 @@ def test_notebook_executes(chapter, gpu_ready):
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())
     assert r.returncode == 0, f"notebook for {chapter} failed:\n{r.stdout}\n{r.stderr[-4000:]}"
+
+
+def test_doctor_on_gpu(gpu_ready):
+    """doctor passes on a GPU machine; its output is kept for the book."""
+    import datetime as dt
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import ROOT
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "code"), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-m", "cudabook", "doctor"], capture_output=True, text=True,
+                       cwd=ROOT, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out_root = Path(os.environ.get("CUDABOOK_RESULTS", ROOT / "results"))
+    out_root.mkdir(parents=True, exist_ok=True)
+    (out_root / "doctor.json").write_text(json.dumps({
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "output": r.stdout}, indent=1) + "\n")

@@ -8,6 +8,8 @@
   the headline result. A listing without a current, passing record gets a
   warning badge and a build warning, which `mkdocs build --strict` turns
   into a failure.
+- Charts in plots.CHARTS (e.g. chapters/<chapter>/bandwidth.svg) are drawn
+  from the records at build time.
 - `[[rec:<chapter>/<name>:<field>]]` in prose is replaced by a value from
   the record (see FIELDS), so no measured number is ever typed by hand.
 - `<!-- cudabook:output <chapter>/<name> <run> -->` is replaced by the text
@@ -31,7 +33,7 @@ from pathlib import Path
 
 from mkdocs.structure.files import File
 
-from cudabook import records
+from cudabook import plots, records
 
 log = logging.getLogger("mkdocs.plugins.cudabook")
 
@@ -66,6 +68,11 @@ def on_files(files, config):
 
                 f = NotebookFile(f, **config)
             files.append(f)
+    for ch in records.chapters(root):
+        for name, draw in plots.CHARTS.items():
+            svg = draw(ch)
+            if svg is not None:
+                files.append(File.generated(config, f"{CHAPTERS_DIR}/{ch}/{name}", content=svg))
     return files
 
 
@@ -215,25 +222,25 @@ def _output(listing_id: str, run: str, page) -> str:
 
 
 def records_table(page) -> str:
-    rows = ["| Listing | Status | GPU | CUDA | Date | Worst rel. error | Sanitizers | Result |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| Listing | Status | Run on | Worst rel. error | Sanitizers | Result |",
+            "|---|---|---|---|---|---|"]
     for listing in records.discover():
         state, rec = records.status(listing)
         mark = {"current": "✓ current", "stale": "⚠ stale", "failed": "✗ failed",
                 "missing": "⚠ never run"}[state]
-        name = f'<span id="{_anchor(listing.id)}"></span>`{listing.id}`'
+        name = f'<span id="{_anchor(listing.id)}"></span>{listing.chapter}/<br>**{listing.name}**'
         if rec is None:
-            rows.append(f"| {name} | {mark} | | | | | | |")
+            rows.append(f"| {name} | {mark} | | | | |")
             continue
-        env = rec.get("environment", {})
         san = rec.get("sanitizer") or {}
-        san_txt = (", ".join(f"{t} {'✓' if v['passed'] else '✗'}" for t, v in sorted(san.items()))
+        clean = sum(v["passed"] for v in san.values())
+        san_txt = (f'<span title="{", ".join(sorted(san))}">{clean} of {len(san)} clean</span>'
                    if san else "no kernel")
         err = rec.get("worst_rel_err")
+        when = records.badge_text(dict(rec, benchmark=None))
         rows.append("| " + " | ".join([
-            name, mark, f"{env.get('gpu')} (sm_{env.get('compute_capability', '').replace('.', '')})",
-            str(env.get("cuda")), rec.get("date", "")[:10],
-            f"{err:.1e}" if err is not None else "—", san_txt, records.headline(rec) or "—",
+            name, mark, when, f"{err:.1e}" if err is not None else "—", san_txt,
+            records.headline(rec) or "—",
         ]) + " |")
     return "\n".join(rows)
 
@@ -252,7 +259,19 @@ def _raw(path: str, config) -> str:
     return text.replace("](docs/", "](")
 
 
+def _doctor(page) -> str:
+    import json
+
+    p = records.ROOT / "results" / "doctor.json"
+    if not p.exists():
+        log.warning(f"{page.file.src_uri}: results/doctor.json is missing: run the GPU suite")
+        return "```text\n(no recorded doctor run)\n```"
+    rec = json.loads(p.read_text())
+    return f'```text title="python -m cudabook doctor, recorded {rec["date"][:10]}"\n{rec["output"].rstrip()}\n```'
+
+
 def on_page_markdown(markdown, page, config, files):
+    markdown = markdown.replace("<!-- cudabook:doctor -->", _doctor(page)) if "<!-- cudabook:doctor -->" in markdown else markdown
     markdown = RAW.sub(lambda m: _raw(m.group(1), config), markdown)
     markdown = OUTPUT.sub(lambda m: _output(m.group(1), m.group(2), page), markdown)
     markdown = add_badges(markdown, page)

@@ -2,9 +2,10 @@
 
 The listings stay the single source: `build(chapter)` makes the notebook's
 cells from them (each listing's docstring, its kernel source, and a cell that
-runs it), and the tests fail if the stored notebook's cells differ from a
-fresh build. `execute` runs the code cells in one namespace on a GPU machine
-and stores what they printed, so the site can show a real run with no GPU.
+runs it), in the order the chapter uses them, and the tests fail if the
+stored notebook's cells differ from a fresh build. `execute` runs it in a
+Jupyter kernel on a GPU machine and stores the outputs, so the site can show
+a real run to readers with no GPU. The first cell makes it work on Colab.
 
     python -m cudabook.notebooks build first_kernel      # cells only
     python -m cudabook.notebooks execute first_kernel    # on a GPU: cells + outputs
@@ -14,9 +15,7 @@ Notebooks are written to chapters/<chapter>/<chapter>.ipynb.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import io
 import json
 import sys
 from pathlib import Path
@@ -24,16 +23,63 @@ from pathlib import Path
 from . import records
 
 SETUP = '''\
-# Make the book's code importable: run this notebook from the repository
-# (or from chapters/<chapter>/ inside it).
-import sys
+# Make the book's code importable. On Google Colab, first fetch the book and
+# install PyCUDA (Colab's GPU runtimes have the CUDA toolkit PyCUDA needs).
+import os, subprocess, sys
 from pathlib import Path
+if "google.colab" in sys.modules and not Path("cudabook").exists():
+    subprocess.run(["git", "clone", "--depth", "1", "{repo}", "cudabook"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pycuda"], check=True)
+    os.chdir("cudabook")
 for up in [Path.cwd(), *Path.cwd().parents]:
     if (up / "code" / "cudabook").is_dir():
         sys.path.insert(0, str(up / "code"))
         break
 else:
     raise RuntimeError("run this notebook from inside the cudabook repository")'''
+
+
+def repository(root: Path = records.ROOT) -> str:
+    """The book's public repository, from pyproject.toml's [project.urls]."""
+    import tomllib
+
+    with open(root / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]["urls"]["Repository"]
+
+
+def colab_url(chapter: str, root: Path = records.ROOT) -> str:
+    slug = repository(root).removeprefix("https://github.com/")
+    return f"https://colab.research.google.com/github/{slug}/blob/main/chapters/{chapter}/{chapter}.ipynb"
+
+
+def chapter_listings(chapter: str, root: Path = records.ROOT) -> list[records.Listing]:
+    """The chapter's listings in the order the chapter first includes them."""
+    listings = [lst for lst in records.discover(root) if lst.chapter == chapter]
+    page = root / "chapters" / chapter / "index.md"
+    text = page.read_text() if page.exists() else ""
+
+    def first_use(lst):
+        spots = [text.find(f"code/{chapter}/{lst.name}.{ext}") for ext in ("py", "cu")]
+        spots = [p for p in spots if p >= 0]
+        return min(spots) if spots else len(text)
+
+    return sorted(listings, key=first_use)
+
+
+def _doc_cell(lst: records.Listing) -> dict:
+    """The listing's docstring: prose as Markdown, the Run/Checks part verbatim."""
+    doc = lst.py.read_text().split('"""')[1].strip()
+    prose, sep, rest = doc.partition("\nRun:")
+    text = f"## `{lst.name}`\n\n{prose.strip()}\n"
+    if sep:
+        text += f"\n```text\nRun:{rest.rstrip()}\n```\n"
+    return _md(text)
+
+
+def _kernel_source(lst: records.Listing) -> str:
+    """The .cu file without its snippet section markers."""
+    lines = lst.cu.read_text().rstrip().splitlines()
+    return "\n".join(ln for ln in lines if "--8<--" not in ln)
 
 
 def path(chapter: str, root: Path = records.ROOT) -> Path:
@@ -60,29 +106,31 @@ def _run_args(listing: records.Listing) -> list[str]:
 
 def build(chapter: str, root: Path = records.ROOT) -> dict:
     """The notebook for a chapter, without outputs."""
-    listings = [lst for lst in records.discover(root) if lst.chapter == chapter]
+    listings = chapter_listings(chapter, root)
     title = chapter.replace("_", " ").capitalize()
     cells = [
         _md(f"# {title}: companion notebook\n\n"
-            "Generated from the chapter's listings in `code/" + chapter + "/`; the outputs "
-            "below come from a run on the GPU named in the last cell."),
-        _code(SETUP),
+            f"[Open in Colab]({colab_url(chapter, root)}) (choose a GPU runtime)\n\n"
+            f"Generated from the chapter's listings in `code/{chapter}/`. The outputs below come "
+            "from a run on the GPU named in the last cell."),
+        _code(SETUP.replace("{repo}", repository(root))),
     ]
     for lst in listings:
-        doc = lst.py.read_text().split('"""')[1].strip()
-        cells.append(_md(f"## `{lst.name}`\n\n{doc}"))
+        cells.append(_doc_cell(lst))
         if lst.cu is not None:
-            cells.append(_md(f"The kernel, `{lst.rel(lst.cu)}`:\n\n```cuda\n"
-                             f"{lst.cu.read_text().rstrip()}\n```"))
+            cells.append(_md(f"The kernel, `{lst.rel(lst.cu)}`:\n\n```cuda\n{_kernel_source(lst)}\n```"))
         args = _run_args(lst)
         cells.append(_code(f"from {chapter} import {lst.name}\n"
                            f"assert {lst.name}.main({args!r}) == 0"))
     cells.append(_code("import cudabook\ncudabook.gpu.environment()"))
+    for i, cell in enumerate(cells):
+        cell["id"] = f"cell-{i:02d}"
     return {
         "cells": cells,
         "metadata": {
             "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
             "language_info": {"name": "python"},
+            "accelerator": "GPU",
             "cudabook": {"chapter": chapter,
                          "listings": {lst.id: records.content_hash(lst) for lst in listings}},
         },
@@ -91,44 +139,22 @@ def build(chapter: str, root: Path = records.ROOT) -> dict:
     }
 
 
-def execute(nb: dict, cwd: Path) -> dict:
-    """Run the code cells in order in one namespace, keeping what each printed.
-    Any exception stops the run: a notebook with an error is never stored."""
-    import os
-
-    ns: dict = {"__name__": "__main__"}
-    old = Path.cwd()
-    os.chdir(cwd)
+def execute(nb: dict, cwd: Path, timeout: int = 600) -> dict:
+    """Run the notebook in a real Jupyter kernel (nbclient + ipykernel), cell
+    by cell, keeping the outputs. An error in any cell raises: a notebook
+    with an error is never stored."""
     try:
-        count = 0
-        for cell in nb["cells"]:
-            if cell["cell_type"] != "code":
-                continue
-            count += 1
-            out, err = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                lines = cell["source"].rstrip().split("\n")
-                body, last = "\n".join(lines[:-1]), lines[-1]
-                try:
-                    compile(last, "<cell>", "eval")
-                    exec(compile(body, f"<cell {count}>", "exec"), ns)
-                    value = eval(compile(last, f"<cell {count}>", "eval"), ns)
-                except SyntaxError:
-                    exec(compile(cell["source"], f"<cell {count}>", "exec"), ns)
-                    value = None
-            outputs = []
-            for name, buf in (("stdout", out), ("stderr", err)):
-                if buf.getvalue():
-                    outputs.append({"output_type": "stream", "name": name, "text": buf.getvalue()})
-            if value is not None:
-                outputs.append({"output_type": "execute_result", "execution_count": count,
-                                "metadata": {}, "data": {"text/plain": repr(value)}})
-            cell["outputs"], cell["execution_count"] = outputs, count
-    finally:
-        os.chdir(old)
-    nb["metadata"]["cudabook"]["executed"] = dt.datetime.now(dt.timezone.utc).strftime(
+        import nbformat
+        from nbclient import NotebookClient
+    except ImportError:
+        raise SystemExit("executing notebooks needs nbclient and ipykernel: pip install nbclient ipykernel")
+    node = nbformat.from_dict(nb)
+    NotebookClient(node, timeout=timeout, kernel_name="python3", allow_errors=False,
+                   resources={"metadata": {"path": str(cwd)}}).execute()
+    out = json.loads(nbformat.writes(node))
+    out["metadata"]["cudabook"]["executed"] = dt.datetime.now(dt.timezone.utc).strftime(
         "%Y-%m-%dT%H:%M:%SZ")
-    return nb
+    return out
 
 
 def write(nb: dict, dest: Path) -> None:

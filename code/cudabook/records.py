@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_MODULES = ("__init__.py", "gpu.py", "compile.py", "check.py", "bench.py",
                    "roofline.py", "cli.py")
 #: Helper modules that only build the book or run the tests: not hashed.
-TOOLING_MODULES = ("records.py", "mkdocs_hooks.py", "notebooks.py", "__main__.py")
+TOOLING_MODULES = ("records.py", "mkdocs_hooks.py", "notebooks.py", "plots.py", "__main__.py")
 
 HELPER_PACKAGE = "cudabook"
 
