@@ -115,8 +115,7 @@ def test_site_builds_strict(tmp_path):
     assert "[ok] tiny kernel" in running
 
 
-def test_repository_url_is_the_same_everywhere():
-    import yaml
-
-    cfg = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
-    assert cfg["repo_url"] == notebooks.repository()
+def test_colab_links_point_at_the_repository():
+    url = notebooks.colab_url("first_kernel")
+    slug = notebooks.repository().removeprefix("https://github.com/")
+    assert url == f"https://colab.research.google.com/github/{slug}/blob/main/chapters/first_kernel/first_kernel.ipynb"

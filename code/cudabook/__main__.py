@@ -3,6 +3,7 @@
     python -m cudabook doctor          is this machine ready to run the listings?
     python -m cudabook list            every listing, its chapter and GPU record
     python -m cudabook run <listing> [args]   run one (e.g. first_kernel/add_vectorized)
+    python -m cudabook new <chapter> <listing>  scaffold code/<chapter>/<listing>.cu and .py
 
 `doctor` gathers facts (nvidia-smi, nvcc, PyCUDA, a tiny kernel) and then
 judges them in `diagnose`, which is pure logic so it can be tested without a
@@ -191,6 +192,38 @@ def run_listing(name: str, args: list[str]) -> int:
     return subprocess.call([sys.executable, str(matches[0].py), *args])
 
 
+def new_listing(chapter: str, name: str, root=None) -> int:
+    """Write code/<chapter>/<name>.cu and .py from the templates and print the
+    include to paste into chapters/<chapter>/index.md. Everything else (tests,
+    notebook, verification table) picks the listing up by itself; the
+    freshness gate fails until it has been run on a GPU."""
+    from pathlib import Path
+
+    root = Path(root) if root else records.ROOT
+    for what, value in (("chapter", chapter), ("listing", name)):
+        if not value.isidentifier() or value.startswith("_") or value == records.HELPER_PACKAGE:
+            print(f"{what} must be a Python identifier such as my_{what}, got {value!r}", file=sys.stderr)
+            return 2
+    code = root / "code" / chapter
+    cu, py = code / f"{name}.cu", code / f"{name}.py"
+    if cu.exists() or py.exists():
+        print(f"{py} or {cu} exists already", file=sys.stderr)
+        return 2
+    templates = Path(__file__).with_name("templates")
+    fields = {"name": name, "chapter": chapter, "title": name.replace("_", " ").capitalize(),
+              "pad": " " * len(f'extern "C" __global__ void {name}(')}
+    code.mkdir(parents=True, exist_ok=True)
+    cu.write_text((templates / "listing.cu.tmpl").read_text().format(**fields))
+    py.write_text((templates / "listing.py.tmpl").read_text().format(**fields))
+    page = root / "chapters" / chapter / "index.md"
+    print(f"wrote {cu.relative_to(root)} and {py.relative_to(root)}")
+    print(f"\npaste into {page.relative_to(root)}{'' if page.exists() else ' (create it, and add it to nav in mkdocs.yml)'}:\n")
+    print(f'```cuda title="code/{chapter}/{name}.cu"\n--8<-- "code/{chapter}/{name}.cu:kernel"\n```\n')
+    print(f'```python title="code/{chapter}/{name}.py"\n--8<-- "code/{chapter}/{name}.py:launch"\n```\n')
+    print("then, on a GPU machine: REQUIRE_GPU=1 python -m pytest -m gpu -k " + name)
+    return 0
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -203,6 +236,8 @@ def main(argv=None) -> int:
         return list_listings()
     if cmd == "run" and rest:
         return run_listing(rest[0], rest[1:])
+    if cmd == "new" and len(rest) == 2:
+        return new_listing(*rest)
     print(__doc__, file=sys.stderr)
     return 2
 
