@@ -1,20 +1,23 @@
 """Shared test machinery: the listings, running one in a subprocess, and the
 GPU record that a `pytest -m gpu` session writes.
 
-Every GPU test stores what it saw in RESULTS[listing_id]; when the session
-ends, each listing whose GPU tests all ran gets its record written to
-results/<chapter>/<name>.json (or under $CUDABOOK_RESULTS). A listing with a
-skipped or deselected GPU test gets no new record.
+Every GPU test stores what it saw in a staging folder shared by all pytest-xdist
+workers; when the session ends, each listing whose GPU tests all ran gets its
+record written to results/<chapter>/<name>.json (or under $CUDABOOK_RESULTS).
+A listing with a skipped or deselected GPU test gets no new record.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,7 +34,30 @@ SANITIZER_TOOLS = ["memcheck", "racecheck", "initcheck", "synccheck"]
 SANITIZER_N = 4099  # small, and leaves a tail of 3 for float4 kernels
 REQUIRE_GPU = os.environ.get("REQUIRE_GPU") == "1"
 
-RESULTS: dict[str, dict] = {}
+
+
+def pytest_configure(config):
+    """One staging folder per test run, shared by pytest-xdist workers (they
+    inherit the environment), where every GPU test leaves what it saw."""
+    if not hasattr(config, "workerinput") and "CUDABOOK_STAGING" not in os.environ:
+        os.environ["CUDABOOK_STAGING"] = tempfile.mkdtemp(prefix="cudabook-staging-")
+
+
+def _staging() -> Path:
+    return Path(os.environ["CUDABOOK_STAGING"])
+
+
+@contextlib.contextmanager
+def gpu_lock(exclusive: bool):
+    """Timed work holds the GPU alone; checks may share it. With
+    `pytest -n 8`, correctness and sanitizer runs overlap, and each
+    benchmark waits until it has the GPU to itself."""
+    with open(_staging() / ".gpu.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def describe(listing: records.Listing) -> dict:
@@ -65,7 +91,17 @@ def expected_keys(listing: records.Listing) -> set[str]:
 
 
 def store(listing: records.Listing, key: str, value: dict) -> None:
-    RESULTS.setdefault(listing.id, {})[key] = value
+    d = _staging() / listing.chapter / listing.name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / (key.replace(":", "__") + ".json")).write_text(json.dumps(value, default=str))
+
+
+def _staged() -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for f in _staging().glob("*/*/*.json"):
+        lid = f"{f.parent.parent.name}/{f.parent.name}"
+        out.setdefault(lid, {})[f.stem.replace("__", ":")] = json.loads(f.read_text())
+    return out
 
 
 def skip_or_fail(reason: str):
@@ -86,11 +122,11 @@ def gpu_ready() -> None:
     assert r.returncode == 0, f"GPU probe crashed:\n{r.stderr}"
 
 
-def _write_records(config) -> None:
+def _write_records(staged: dict[str, dict]) -> None:
     out_root = Path(os.environ.get("CUDABOOK_RESULTS", ROOT / "results"))
     env = None
     for listing in LISTINGS:
-        got = RESULTS.get(listing.id, {})
+        got = staged.get(listing.id, {})
         if not got or set(got) != expected_keys(listing):
             continue  # some of its GPU tests did not run: no record
         if env is None:
@@ -118,8 +154,11 @@ def _write_records(config) -> None:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if RESULTS:
-        _write_records(session.config)
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the controller writes the records
+    staged = _staged()
+    if staged:
+        _write_records(staged)
 
 
 def sanitizer_path() -> str | None:

@@ -82,3 +82,44 @@ def test_vector_add_reference_against_exact_sums(listing):
 def test_vector_add_default_sizes_are_awkward(listing):
     src = listing.py.read_text()
     assert "n=1_000_003" in src and "bench_n=200_000_003" in src
+
+
+def _listing(lid):
+    return next(lst for lst in LISTINGS if lst.id == lid)
+
+
+def test_gelu_reference_against_math_tanh():
+    mod = _load(_listing("why_gpus/gelu_cpu_vs_gpu"))
+    x = np.random.default_rng(3).standard_normal(500).astype(np.float32)
+    ref = mod.reference(x)
+    k = math.sqrt(2 / math.pi)
+    for i in range(x.size):
+        v = float(x[i])
+        assert ref[i] == pytest.approx(0.5 * v * (1 + math.tanh(k * (v + 0.044715 * v**3))), rel=1e-13, abs=1e-15)
+
+
+def test_gelu_crossover_logic():
+    mod = _load(_listing("why_gpus/gelu_cpu_vs_gpu"))
+    rows = [{"n": 1, "cpu_ms": 1, "g": 2}, {"n": 2, "cpu_ms": 3, "g": 2},
+            {"n": 3, "cpu_ms": 1, "g": 2}, {"n": 4, "cpu_ms": 9, "g": 2}]
+    assert mod.crossover(rows, "g") == 4  # from n=4 on the GPU always wins
+    assert mod.crossover(rows[:3], "g") is None
+
+
+def test_overlap_reference_against_a_python_loop():
+    mod = _load(_listing("ram_vram/overlap_streams"))
+    x = np.random.default_rng(4).uniform(-1, 1, 50).astype(np.float32)
+    ref = mod.reference(x)
+    for i in range(x.size):
+        v = xi = float(x[i])
+        for _ in range(mod.ROUNDS):
+            v = 0.5 * (math.sin(v) + xi)
+        assert ref[i] == pytest.approx(v, rel=1e-14, abs=1e-15)
+    assert f"#define ROUNDS {mod.ROUNDS}" in _listing("ram_vram/overlap_streams").cu.read_text()
+
+
+def test_pcie_lane_rates():
+    mod = _load(_listing("ram_vram/bandwidth_meter"))
+    # PCIe 4.0 x16: 16 GT/s per lane, 128b/130b: 31.5 GB/s each way; 5.0 doubles it.
+    assert 16 * mod.PCIE_LANE_GBS[4] == pytest.approx(31.5, rel=1e-3)
+    assert 16 * mod.PCIE_LANE_GBS[5] == pytest.approx(63.0, rel=1e-3)

@@ -11,7 +11,8 @@
 - Charts in plots.CHARTS (e.g. chapters/<chapter>/bandwidth.svg) are drawn
   from the records at build time.
 - `[[rec:<chapter>/<name>:<field>]]` in prose is replaced by a value from
-  the record (see FIELDS), so no measured number is ever typed by hand.
+  the record (see `field`), so no measured number is ever typed by hand;
+  `[[rec:...:facts.<key>|%]]` or `|.2f` formats a number.
 - `<!-- cudabook:output <chapter>/<name> <run> -->` is replaced by the text
   the listing printed in that recorded run (`bench`, `run`, `n=33`, ...).
 - `<!-- cudabook:include-raw FILE -->` inserts a repository file such as
@@ -42,7 +43,7 @@ VERIFICATION_PAGE = "verification.md"
 INCLUDE = re.compile(r'--8<--\s+"code/([\w-]+)/([\w-]+)\.(?:cu|py)(?::[\w-]+)?"')
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
 ANNOTATION = re.compile(r"^\d+\.\s")
-FIELD = re.compile(r"\[\[rec:([\w-]+/[\w-]+):([\w.]+)\]\]")
+FIELD = re.compile(r"\[\[rec:([\w-]+/[\w-]+):([\w.]+)(?:\|([^\]]+))?\]\]")
 OUTPUT = re.compile(r"^<!-- cudabook:output ([\w-]+/[\w-]+) (\S+) -->$", re.M)
 
 
@@ -160,8 +161,9 @@ def _fmt_rate(bps: float) -> str:
     return f"{bps / 1e12:.2f} TB/s" if bps >= 1e12 else f"{bps / 1e9:.0f} GB/s"
 
 
-def field(listing_id: str, name: str, page) -> str:
-    """One value from a listing's record, formatted for prose."""
+def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
+    """One value from a listing's record, formatted for prose. `spec` formats
+    a number: "%" as a percentage, else a format spec such as ".2f"."""
     listing = _listing(listing_id)
     state, rec = records.status(listing)
     if rec is None:
@@ -188,12 +190,16 @@ def field(listing_id: str, name: str, page) -> str:
         "n": (rec.get("benchmark") or {}).get("n") and f"{rec['benchmark']['n']:,}",
     }
     if name.startswith("facts."):
-        facts = next((r.get("facts") for r in rec.get("runs", []) if r.get("facts")), {}) or {}
+        facts = dict(next((r.get("facts") for r in rec.get("runs", []) if r.get("facts")), {}) or {})
+        facts.update((rec.get("benchmark") or {}).get("facts") or {})
         v = facts.get(name[6:])
-        if isinstance(v, float):
-            v = f"{v:,.0f}"
-        elif isinstance(v, int):
-            v = f"{v:,}"
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if spec == "%":
+                v = f"{100 * v:.0f}%"
+            elif spec:
+                v = format(v, spec)
+            else:
+                v = f"{v:,.0f}" if isinstance(v, float) else f"{v:,}"
     else:
         v = values.get(name, None) if name in values else KeyError
     if v is KeyError or v is None or v is False:
@@ -275,7 +281,7 @@ def on_page_markdown(markdown, page, config, files):
     markdown = RAW.sub(lambda m: _raw(m.group(1), config), markdown)
     markdown = OUTPUT.sub(lambda m: _output(m.group(1), m.group(2), page), markdown)
     markdown = add_badges(markdown, page)
-    markdown = FIELD.sub(lambda m: field(m.group(1), m.group(2), page), markdown)
+    markdown = FIELD.sub(lambda m: field(m.group(1), m.group(2), page, m.group(3)), markdown)
     if "<!-- cudabook:records-table -->" in markdown:
         markdown = markdown.replace("<!-- cudabook:records-table -->", records_table(page))
     return markdown

@@ -60,11 +60,59 @@ def bandwidth_chart(chapter: str) -> bytes | None:
     ax.set_title(f"{env.get('gpu')}, CUDA {env.get('cuda')}, {', '.join(dates)}", fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
+    return _svg(fig)
+
+
+def _svg(fig) -> bytes:
+    import matplotlib.pyplot as plt
+
     buf = io.BytesIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})
     plt.close(fig)
     return buf.getvalue()
 
 
+def crossover_chart(chapter: str) -> bytes | None:
+    """CPU, GPU kernel and GPU-with-copies times against size, from a listing
+    whose benchmark recorded a `sweep` (see why_gpus/gelu_cpu_vs_gpu.py)."""
+    from .notebooks import chapter_listings
+
+    found = None
+    for lst in chapter_listings(chapter):
+        rec = records.load_record(lst)
+        facts = ((rec or {}).get("benchmark") or {}).get("facts") or {}
+        if facts.get("sweep"):
+            found = (lst, rec, facts)
+            break
+    if found is None:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.hashsalt": "cudabook", "font.size": 10})
+    lst, rec, facts = found
+    rows = facts["sweep"]
+    n = [r["n"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ax.loglog(n, [r["cpu_ms"] for r in rows], "o-", color="#1565c0", label=f"CPU, NumPy ({facts.get('cpu', 'CPU')})")
+    ax.loglog(n, [r["gpu_with_copies_ms"] for r in rows], "s-", color="#ef6c00", label="GPU, including copies")
+    ax.loglog(n, [r["gpu_kernel_ms"] for r in rows], "^-", color="#2e7d32", label="GPU, kernel alone")
+    cross = facts.get("crossover_with_copies")
+    if cross:
+        ax.axvline(cross, color="#777", linestyle=":", linewidth=1.2)
+        ax.annotate(f"GPU + copies wins\nfrom n = {cross:,}", (cross, min(r["gpu_kernel_ms"] for r in rows)),
+                    xytext=(6, 6), textcoords="offset points", fontsize=8, color="#444")
+    ax.set_xlabel("elements")
+    ax.set_ylabel("time, ms (median)")
+    env = rec["environment"]
+    ax.set_title(f"{lst.name}: {env.get('gpu')}, {rec['date'][:10]}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    return _svg(fig)
+
+
 #: name in chapters/<chapter>/ -> function(chapter) -> SVG bytes or None
-CHARTS = {"bandwidth.svg": bandwidth_chart}
+CHARTS = {"bandwidth.svg": bandwidth_chart, "crossover.svg": crossover_chart}

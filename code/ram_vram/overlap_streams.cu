@@ -1,0 +1,27 @@
+// A kernel with enough arithmetic per element that computing a chunk takes
+// about as long as copying it: ROUNDS rounds of v = (sin(v) + x) / 2, a
+// contraction (its slope is at most 1/2), so float32 rounding errors shrink
+// from round to round instead of growing.
+//
+// Host program: overlap_streams.py, which runs it over the data in chunks,
+// first one chunk after another, then with copies and kernels of different
+// chunks overlapping on several CUDA streams.
+
+#define ROUNDS 128
+
+// --8<-- [start:kernel]
+extern "C" __global__ void churn(const float* __restrict__ x,
+                                 float* __restrict__ y,
+                                 int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        const float x_i = x[i];
+        float v = x_i;
+        for (int r = 0; r < ROUNDS; ++r) {
+            v = 0.5f * (sinf(v) + x_i);
+        }
+        y[i] = v;
+    }
+}
+// --8<-- [end:kernel]
