@@ -2,9 +2,9 @@
 GPU record that a `pytest -m gpu` session writes.
 
 Every GPU test stores what it saw in a staging folder shared by all pytest-xdist
-workers; when the session ends, each listing whose GPU tests all ran gets its
-record written to results/<chapter>/<name>.json (or under $CUDABOOK_RESULTS).
-A listing with a skipped or deselected GPU test gets no new record.
+workers; as soon as all of a listing's GPU tests have run, its record is
+written to results/<chapter>/<name>.json (or under $CUDABOOK_RESULTS). A
+listing with a skipped or deselected GPU test gets no new record.
 """
 
 from __future__ import annotations
@@ -91,9 +91,20 @@ def expected_keys(listing: records.Listing) -> set[str]:
 
 
 def store(listing: records.Listing, key: str, value: dict) -> None:
+    """Keep one GPU test's findings; the test that completes a listing's set
+    writes its record at once, so a run cut short keeps what it finished."""
     d = _staging() / listing.chapter / listing.name
     d.mkdir(parents=True, exist_ok=True)
     (d / (key.replace(":", "__") + ".json")).write_text(json.dumps(value, default=str))
+    with open(_staging() / ".write.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            got = _staged().get(listing.id, {})
+            if set(got) == expected_keys(listing) and not (d / ".written").exists():
+                _write_records({listing.id: got})
+                (d / ".written").touch()
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _staged() -> dict[str, dict]:
@@ -153,12 +164,6 @@ def _write_records(staged: dict[str, dict]) -> None:
         print(f"\nGPU record written: {path}")
 
 
-def pytest_sessionfinish(session, exitstatus):
-    if hasattr(session.config, "workerinput"):
-        return  # an xdist worker: the controller writes the records
-    staged = _staged()
-    if staged:
-        _write_records(staged)
 
 
 def sanitizer_path() -> str | None:

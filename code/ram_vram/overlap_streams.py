@@ -10,7 +10,11 @@ only page-locked memory can be copied asynchronously.
 Run:    python code/ram_vram/overlap_streams.py [--n N] [--seed S] [--bench]
 Checks: both the serial and the overlapped result against a float64 NumPy
         reference of the same map; relative error <= 1e-5 (128 rounds of
-        float32 sinf, in a map that shrinks errors).
+        float32 sinf, in a map that shrinks errors). Above 2 million
+        elements the reference (128 rounds of sin in float64) is computed
+        on a sample: every 61st element, every chunk's first and last two,
+        and the last 1,000; every element is still checked for NaN, so an
+        unwritten one fails.
 Bench:  time of the serial and the overlapped pipeline, and the time saved.
 """
 
@@ -44,6 +48,17 @@ def load_kernel():
 def launch(kernel, x_ptr, y_ptr, n, stream=None):
     kernel.prepared_async_call((cb.ceil_div(n, BLOCK), 1, 1), (BLOCK, 1, 1), stream,
                                x_ptr, y_ptr, np.int32(n))
+
+
+def check_sample(n, full_below=2_000_000):
+    """Indices to compare with the float64 reference: all of them for small
+    n; else every 61st, the edges of every chunk, and the last 1,000."""
+    if n < full_below:
+        return np.arange(n)
+    edges = np.linspace(0, n, CHUNKS + 1).astype(np.int64)
+    around = np.concatenate([edges - 2, edges - 1, edges, edges + 1])
+    idx = np.concatenate([np.arange(0, n, 61), around, np.arange(n - 1000, n)])
+    return np.unique(idx[(idx >= 0) & (idx < n)])
 
 
 def check_host(name, arr, n):
@@ -86,7 +101,7 @@ def overlapped(kernel, x_host, y_host, x_dev, y_dev, streams, chunks=CHUNKS):
 
 
 def main(argv=None) -> int:
-    args = cb.parse_args(argv, __doc__, n=1_000_003, bench_n=100_000_007)
+    args = cb.parse_args(argv, __doc__, n=1_000_003, bench_n=20_000_003)
     n = args.n
     rng = np.random.default_rng(args.seed)
 
@@ -99,7 +114,8 @@ def main(argv=None) -> int:
     x_dev, y_dev = cuda.mem_alloc(4 * n), cuda.mem_alloc(4 * n)
     streams = [cuda.Stream() for _ in range(STREAMS)]
     kernel = load_kernel()
-    ref = reference(x_host)
+    sample = check_sample(n)
+    ref = reference(x_host[sample])
 
     for name, run in (("serial", lambda: serial(kernel, x_host, y_host, x_dev, y_dev)),
                       ("overlapped", lambda: overlapped(kernel, x_host, y_host, x_dev, y_dev, streams))):
@@ -107,7 +123,11 @@ def main(argv=None) -> int:
         cuda.memset_d8(y_dev, 0xFF, 4 * n)
         run()
         cuda.Context.synchronize()
-        cb.report_check(cb.compare(f"{name}: y = churn(x)", y_host, ref, tol=1e-5))
+        cb.report_check(cb.compare(f"{name}: y = churn(x)", y_host[sample], ref, tol=1e-5))
+        if sample.size < n:
+            missing = int(np.count_nonzero(~np.isfinite(y_host)))
+            cb.report_check(cb.compare(f"{name}: every element written", np.full(1, missing, np.float32),
+                                       np.zeros(1), tol=0.0))
 
     if args.bench:
         t_serial = cb.bench(lambda: serial(kernel, x_host, y_host, x_dev, y_dev),
