@@ -119,6 +119,9 @@ def test_site_builds_strict(tmp_path):
     assert "cb-stale" not in page
     assert "[[rec:" not in page and "cudabook:output" not in page
     assert "add_one_per_thread" in page and "__global__" in page
+    for html in (tmp_path / "site").rglob("*.html"):
+        text = html.read_text()
+        assert not re.search(r'href="[^"#]*\.md(#[^"]*)?"', text), f"unresolved .md link in {html}"
     table = (tmp_path / "site" / "verification" / "index.html").read_text()
     for listing in LISTINGS:
         assert f"rec-{listing.chapter}-{listing.name}" in table

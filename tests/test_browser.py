@@ -111,6 +111,11 @@ def test_chapter_shows_listing_badge_math_and_figures(reader):
     code = page.locator("div.highlight", has_text="add_one_per_thread(const float").first
     assert code.is_visible()
     assert page.locator(".katex").count() >= 3, "math did not render"
+    page.locator(".cb-record a").first.click()
+    page.wait_for_load_state("networkidle")
+    assert "/verification/#rec-first_kernel-device_query" in page.url
+    assert page.locator("#rec-first_kernel-device_query").count() == 1
+    page.go_back()
     for img in page.locator("article img").all():
         assert img.evaluate("i => i.complete && i.naturalWidth > 0"), img.get_attribute("src")
     reader.shot("chapter")

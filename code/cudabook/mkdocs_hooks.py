@@ -17,6 +17,7 @@
   the listing printed in that recorded run (`bench`, `run`, `n=33`, ...).
 - `<!-- cudabook:include-raw FILE -->` inserts a repository file such as
   CONTRIBUTING.md, so it is written once and shown on the site too.
+- `<!-- cudabook:badge <chapter>/<name> -->` shows one listing's badge anywhere.
 - `<!-- cudabook:records-table -->` becomes the table of every listing and
   its record (docs/verification.md).
 
@@ -112,7 +113,8 @@ def badge(listing: records.Listing, page) -> str:
         text = f"⚠ {listing.id} {why}: not verified"
         cls = "cb-stale"
         _problem(f"{page.file.src_uri}: listing {listing.id} {why}. Re-verify {records.reverify_command(listing)}")
-    return f'<p class="cb-record {cls}"><a href="{href}">{text}</a></p>'
+    # A Markdown link inside md_in_html, so MkDocs resolves it like any other.
+    return f'<p class="cb-record {cls}" markdown>[{text}]({href})</p>'
 
 
 def add_badges(markdown: str, page) -> str:
@@ -276,7 +278,11 @@ def _doctor(page) -> str:
     return f'```text title="python -m cudabook doctor, recorded {rec["date"][:10]}"\n{rec["output"].rstrip()}\n```'
 
 
+BADGE = re.compile(r"<!-- cudabook:badge ([\w-]+/[\w-]+) -->")
+
+
 def on_page_markdown(markdown, page, config, files):
+    markdown = BADGE.sub(lambda m: badge(_listing(m.group(1)), page), markdown)
     markdown = markdown.replace("<!-- cudabook:doctor -->", _doctor(page)) if "<!-- cudabook:doctor -->" in markdown else markdown
     markdown = RAW.sub(lambda m: _raw(m.group(1), config), markdown)
     markdown = OUTPUT.sub(lambda m: _output(m.group(1), m.group(2), page), markdown)
