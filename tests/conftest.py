@@ -65,7 +65,7 @@ def describe(listing: records.Listing) -> dict:
     r = subprocess.run([sys.executable, str(listing.py), "--describe"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, f"{listing.id} --describe failed:\n{r.stderr}"
-    return json.loads(r.stdout)
+    return dict(json.loads(r.stdout), broken=listing.broken_tool)
 
 
 DESCRIPTIONS = {lst.id: describe(lst) for lst in LISTINGS}
@@ -82,6 +82,8 @@ def run_listing(listing: records.Listing, *args: str, prefix: list[str] | None =
 
 def expected_keys(listing: records.Listing) -> set[str]:
     d = DESCRIPTIONS[listing.id]
+    if d["broken"]:
+        return {f"broken:{d['broken']}"}
     keys = {f"n={n}" for n in SIZES} if d["sized"] else {"run"}
     if listing.cu is not None:
         keys |= {f"sanitizer:{t}" for t in SANITIZER_TOOLS}
@@ -156,6 +158,8 @@ def _write_records(staged: dict[str, dict]) -> None:
                      for r in runs],
             "sanitizer": {k.split(":", 1)[1]: v for k, v in got.items() if k.startswith("sanitizer:")},
             "benchmark": got.get("bench"),
+            "broken": DESCRIPTIONS[listing.id]["broken"],
+            "broken_report": next((v.get("report") for k, v in got.items() if k.startswith("broken:")), None),
             "command": "REQUIRE_GPU=1 python -m pytest -m gpu",
         }
         path = out_root / listing.chapter / f"{listing.name}.json"

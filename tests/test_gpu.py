@@ -24,10 +24,12 @@ from cudabook.gpu import EXIT_SKIPPED
 
 pytestmark = pytest.mark.gpu
 
-SIZED = [lst for lst in LISTINGS if DESCRIPTIONS[lst.id]["sized"]]
-UNSIZED = [lst for lst in LISTINGS if not DESCRIPTIONS[lst.id]["sized"]]
-KERNELS = [lst for lst in LISTINGS if lst.cu is not None]
-BENCHED = [lst for lst in LISTINGS if DESCRIPTIONS[lst.id]["bench"]]
+WORKING = [lst for lst in LISTINGS if not DESCRIPTIONS[lst.id]["broken"]]
+BROKEN = [lst for lst in LISTINGS if DESCRIPTIONS[lst.id]["broken"]]
+SIZED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["sized"]]
+UNSIZED = [lst for lst in WORKING if not DESCRIPTIONS[lst.id]["sized"]]
+KERNELS = [lst for lst in WORKING if lst.cu is not None]
+BENCHED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["bench"]]
 
 
 def _run_and_store(listing, key, tmp_path, *args, prefix=None, exclusive=False):
@@ -78,6 +80,27 @@ def test_sanitizer(listing, tool, tmp_path, gpu_ready):
     store(listing, f"sanitizer:{tool}", {"passed": ok, "n": SANITIZER_N if args else None,
                                           "summary": summary[-1].strip() if summary else None})
     assert ok, f"compute-sanitizer --tool {tool} on {listing.id}:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
+
+
+@pytest.mark.parametrize("listing", BROKEN, ids=lambda lst: lst.id)
+def test_broken_listing_is_caught(listing, gpu_ready):
+    """A deliberately broken listing must be caught by the sanitizer tool its
+    docstring names; its report is kept for the book to show."""
+    sanitizer = sanitizer_path()
+    if sanitizer is None:
+        skip_or_fail("compute-sanitizer not found (it ships with the CUDA toolkit)")
+    tool = DESCRIPTIONS[listing.id]["broken"]
+    args = ["--n", str(SANITIZER_N)] if DESCRIPTIONS[listing.id]["sized"] else []
+    with gpu_lock(exclusive=False):
+        r = run_listing(listing, *args, prefix=[sanitizer, "--tool", tool, "--error-exitcode", "99",
+                                                "--print-limit", "3"])
+    if r.returncode == EXIT_SKIPPED:
+        skip_or_fail(r.stderr.strip())
+    text = r.stdout + r.stderr
+    caught = r.returncode == 99 and "ERROR SUMMARY: 0 errors" not in text and "========= " in text
+    report = "\n".join(ln for ln in text.splitlines() if ln.startswith("=========")) or text[-3000:]
+    store(listing, f"broken:{tool}", {"passed": caught, "report": report[:6000], "n": SANITIZER_N if args else None})
+    assert caught, f"compute-sanitizer --tool {tool} did not catch {listing.id}:\n{text[-3000:]}"
 
 
 @pytest.mark.parametrize("listing", BENCHED, ids=lambda lst: lst.id)

@@ -123,3 +123,11 @@ def test_pcie_lane_rates():
     # PCIe 4.0 x16: 16 GT/s per lane, 128b/130b: 31.5 GB/s each way; 5.0 doubles it.
     assert 16 * mod.PCIE_LANE_GBS[4] == pytest.approx(31.5, rel=1e-3)
     assert 16 * mod.PCIE_LANE_GBS[5] == pytest.approx(63.0, rel=1e-3)
+
+
+@pytest.mark.parametrize("listing", LISTINGS, ids=lambda lst: lst.id)
+def test_broken_listings_say_so_in_their_name(listing):
+    """A deliberately broken listing is named broken_* and names the
+    sanitizer tool that catches it; no other listing does either."""
+    assert listing.name.startswith("broken_") == (listing.broken_tool is not None), \
+        f"{listing.id}: broken_* listings need an 'Expect: compute-sanitizer --tool T ...' docstring line, and only they"

@@ -24,7 +24,9 @@ def test_listing_has_current_passing_gpu_record(listing):
     assert rec["listing"] == listing.id
     assert rec["environment"].get("gpu"), "a record must name its GPU"
     assert rec["files"] == [listing.rel(p) for p in records.hashed_files(listing)]
-    if listing.cu is not None:
+    if listing.broken_tool:
+        assert rec["broken"] == listing.broken_tool and rec["broken_report"]
+    elif listing.cu is not None:
         assert set(rec["sanitizer"]) == {"memcheck", "racecheck", "initcheck", "synccheck"}
         assert all(v["passed"] for v in rec["sanitizer"].values())
 
@@ -74,3 +76,9 @@ def test_badge_text_from_a_record():
                                        "4.10 TB/s (95% of copy, 0.99x torch.add)")
     del rec["benchmark"]
     assert records.badge_text(rec) == "NVIDIA H200 · sm_90 · CUDA 13.0 · 2026-11-30"
+
+
+def test_broken_listing_badge():
+    rec = {"broken": "racecheck", "environment": {"gpu": "NVIDIA H200"}, "date": "2026-11-30T00:00:00Z"}
+    assert records.badge_text(rec) == ("broken on purpose: compute-sanitizer --tool racecheck catches it · "
+                                       "NVIDIA H200 · 2026-11-30")

@@ -14,7 +14,8 @@
   the record (see `field`), so no measured number is ever typed by hand;
   `[[rec:...:facts.<key>|%]]` or `|.2f` formats a number.
 - `<!-- cudabook:output <chapter>/<name> <run> -->` is replaced by the text
-  the listing printed in that recorded run (`bench`, `run`, `n=33`, ...).
+  the listing printed in that recorded run (`bench`, `run`, `n=33`, ...), or
+  for a deliberately broken listing, `sanitizer`: what compute-sanitizer said.
 - `<!-- cudabook:include-raw FILE -->` inserts a repository file such as
   CONTRIBUTING.md, so it is written once and shown on the site too.
 - `<!-- cudabook:badge <chapter>/<name> -->` shows one listing's badge anywhere.
@@ -217,6 +218,8 @@ def _output(listing_id: str, run: str, page) -> str:
     if rec is not None:
         if run == "bench":
             text = (rec.get("benchmark") or {}).get("stdout")
+        elif run == "sanitizer":
+            text = rec.get("broken_report")
         else:
             text = next((r.get("stdout") for r in rec.get("runs", []) if r.get("key") == run), None)
     if text is None:
@@ -244,6 +247,8 @@ def records_table(page) -> str:
         clean = sum(v["passed"] for v in san.values())
         san_txt = (f'<span title="{", ".join(sorted(san))}">{clean} of {len(san)} clean</span>'
                    if san else "no kernel")
+        if rec.get("broken"):
+            san_txt = f"broken on purpose: {rec['broken']} catches it"
         err = rec.get("worst_rel_err")
         when = records.badge_text(dict(rec, benchmark=None))
         rows.append("| " + " | ".join([

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,7 @@ RUNTIME_MODULES = ("__init__.py", "gpu.py", "compile.py", "check.py", "bench.py"
 TOOLING_MODULES = ("records.py", "mkdocs_hooks.py", "notebooks.py", "plots.py", "__main__.py")
 
 HELPER_PACKAGE = "cudabook"
+EXPECT = re.compile(r"^Expect:\s+compute-sanitizer --tool (memcheck|racecheck|initcheck|synccheck)\b", re.M)
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,15 @@ class Listing:
     @property
     def files(self) -> list[Path]:
         return [p for p in (self.py, self.cu) if p is not None]
+
+    @property
+    def broken_tool(self) -> str | None:
+        """For a deliberately broken listing (chapter "When kernels go wrong"):
+        the compute-sanitizer tool that must report it, from a docstring line
+        `Expect: compute-sanitizer --tool memcheck reports ...`. Its GPU test
+        passes only when that tool finds the bug; it is run at no other size."""
+        m = EXPECT.search(self.py.read_text())
+        return m.group(1) if m else None
 
     @property
     def record_path(self) -> Path:
@@ -133,6 +144,9 @@ def headline(record: dict) -> str | None:
 
 def badge_text(record: dict) -> str:
     env = record.get("environment", {})
+    if record.get("broken"):
+        return (f"broken on purpose: compute-sanitizer --tool {record['broken']} catches it · "
+                f"{env.get('gpu', 'unknown GPU')} · {record.get('date', '?')[:10]}")
     cc = env.get("compute_capability", "?").replace(".", "")
     parts = [env.get("gpu", "unknown GPU"), f"sm_{cc}", f"CUDA {env.get('cuda', '?')}",
              record.get("date", "?")[:10]]
