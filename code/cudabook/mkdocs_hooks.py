@@ -19,6 +19,7 @@
 - `<!-- cudabook:include-raw FILE -->` inserts a repository file such as
   CONTRIBUTING.md, so it is written once and shown on the site too.
 - `<!-- cudabook:badge <chapter>/<name> -->` shows one listing's badge anywhere.
+- `<!-- cudabook:doctor -->` shows the doctor output recorded on the GPU (results/doctor.json).
 - `<!-- cudabook:records-table -->` becomes the table of every listing and
   its record (docs/verification.md).
 
@@ -288,7 +289,8 @@ BADGE = re.compile(r"<!-- cudabook:badge ([\w-]+/[\w-]+) -->")
 
 def on_page_markdown(markdown, page, config, files):
     markdown = BADGE.sub(lambda m: badge(_listing(m.group(1)), page), markdown)
-    markdown = markdown.replace("<!-- cudabook:doctor -->", _doctor(page)) if "<!-- cudabook:doctor -->" in markdown else markdown
+    if "<!-- cudabook:doctor -->" in markdown:
+        markdown = markdown.replace("<!-- cudabook:doctor -->", _doctor(page))
     markdown = RAW.sub(lambda m: _raw(m.group(1), config), markdown)
     markdown = OUTPUT.sub(lambda m: _output(m.group(1), m.group(2), page), markdown)
     markdown = add_badges(markdown, page)

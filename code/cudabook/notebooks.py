@@ -147,7 +147,7 @@ def execute(nb: dict, cwd: Path, timeout: int = 600) -> dict:
         import nbformat
         from nbclient import NotebookClient
     except ImportError:
-        raise SystemExit("executing notebooks needs nbclient and ipykernel: pip install nbclient ipykernel")
+        raise SystemExit("executing notebooks needs nbclient and ipykernel: pip install nbclient ipykernel") from None
     node = nbformat.from_dict(nb)
     NotebookClient(node, timeout=timeout, kernel_name="python3", allow_errors=False,
                    resources={"metadata": {"path": str(cwd)}}).execute()
