@@ -10,7 +10,6 @@ listing with a skipped or deselected GPU test gets no new record.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import fcntl
 import json
 import os
@@ -33,7 +32,6 @@ SIZES = [1, 31, 32, 33, 1_000_003, 2**27 + 7]  # warp edges, an awkward size, an
 SANITIZER_TOOLS = ["memcheck", "racecheck", "initcheck", "synccheck"]
 SANITIZER_N = 4099  # small, and leaves a tail of 3 for float4 kernels
 REQUIRE_GPU = os.environ.get("REQUIRE_GPU") == "1"
-
 
 
 def pytest_configure(config):
@@ -60,15 +58,7 @@ def gpu_lock(exclusive: bool):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def describe(listing: records.Listing) -> dict:
-    """What the listing's command line accepts (sized? bench?), without a GPU."""
-    r = subprocess.run([sys.executable, str(listing.py), "--describe"], capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 0, f"{listing.id} --describe failed:\n{r.stderr}"
-    return dict(json.loads(r.stdout), broken=listing.broken_tool)
-
-
-DESCRIPTIONS = {lst.id: describe(lst) for lst in LISTINGS}
+DESCRIPTIONS = {lst.id: dict(records.describe(lst), broken=lst.broken_tool) for lst in LISTINGS}
 
 
 def run_listing(listing: records.Listing, *args: str, prefix: list[str] | None = None,
@@ -78,6 +68,13 @@ def run_listing(listing: records.Listing, *args: str, prefix: list[str] | None =
     cmd = [*(prefix or []), sys.executable, str(listing.py), *args]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def run_module(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """`python -m <args>` from the repository, with code/ importable."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "code"), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=timeout)
 
 
 def expected_keys(listing: records.Listing) -> set[str]:
@@ -151,7 +148,7 @@ def _write_records(staged: dict[str, dict]) -> None:
             "files": [listing.rel(p) for p in records.hashed_files(listing)],
             "hash": records.content_hash(listing),
             "passed": all(v["passed"] for v in got.values()),
-            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "date": records.utc_now(),
             "environment": env,
             "worst_rel_err": max(errs) if errs else None,
             "runs": [{k: r.get(k) for k in ("key", "seed", "passed", "checks", "facts", "wall_s", "stdout")}
@@ -166,8 +163,6 @@ def _write_records(staged: dict[str, dict]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(rec, indent=1, sort_keys=True, default=str) + "\n")
         print(f"\nGPU record written: {path}")
-
-
 
 
 def sanitizer_path() -> str | None:

@@ -13,13 +13,16 @@ record and in every failure message, so a failure can be reproduced.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import time
+from pathlib import Path
 
 import pytest
-from conftest import (DESCRIPTIONS, LISTINGS, SANITIZER_N, SANITIZER_TOOLS, SIZES, gpu_lock,
-                      run_listing, sanitizer_path, skip_or_fail, store)
+from conftest import (DESCRIPTIONS, LISTINGS, ROOT, SANITIZER_N, SANITIZER_TOOLS, SIZES, gpu_lock,
+                      run_listing, run_module, sanitizer_path, skip_or_fail, store)
 
+from cudabook import records
 from cudabook.gpu import EXIT_SKIPPED
 
 pytestmark = pytest.mark.gpu
@@ -63,21 +66,28 @@ def test_runs(listing, tmp_path, gpu_ready):
     _run_and_store(listing, "run", tmp_path)
 
 
-@pytest.mark.parametrize("tool", SANITIZER_TOOLS)
-@pytest.mark.parametrize("listing", KERNELS, ids=lambda lst: lst.id)
-def test_sanitizer(listing, tool, tmp_path, gpu_ready):
+def _sanitize(listing, tool, print_limit):
+    """Run a listing under `compute-sanitizer --tool <tool>` at a small size;
+    exit code 99 means the tool reported an error. Returns (process, n)."""
     sanitizer = sanitizer_path()
     if sanitizer is None:
         skip_or_fail("compute-sanitizer not found (it ships with the CUDA toolkit)")
     args = ["--n", str(SANITIZER_N)] if DESCRIPTIONS[listing.id]["sized"] else []
-    prefix = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", "20"]
+    prefix = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", str(print_limit)]
     with gpu_lock(exclusive=False):
         r = run_listing(listing, *args, prefix=prefix)
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())
+    return r, SANITIZER_N if args else None
+
+
+@pytest.mark.parametrize("tool", SANITIZER_TOOLS)
+@pytest.mark.parametrize("listing", KERNELS, ids=lambda lst: lst.id)
+def test_sanitizer(listing, tool, tmp_path, gpu_ready):
+    r, n = _sanitize(listing, tool, print_limit=20)
     summary = [ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR SUMMARY" in ln or "RACECHECK SUMMARY" in ln]
     ok = r.returncode == 0 and bool(summary) and all(" 0 error" in ln or " 0 hazard" in ln for ln in summary)
-    store(listing, f"sanitizer:{tool}", {"passed": ok, "n": SANITIZER_N if args else None,
+    store(listing, f"sanitizer:{tool}", {"passed": ok, "n": n,
                                           "summary": summary[-1].strip() if summary else None})
     assert ok, f"compute-sanitizer --tool {tool} on {listing.id}:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
 
@@ -86,20 +96,12 @@ def test_sanitizer(listing, tool, tmp_path, gpu_ready):
 def test_broken_listing_is_caught(listing, gpu_ready):
     """A deliberately broken listing must be caught by the sanitizer tool its
     docstring names; its report is kept for the book to show."""
-    sanitizer = sanitizer_path()
-    if sanitizer is None:
-        skip_or_fail("compute-sanitizer not found (it ships with the CUDA toolkit)")
     tool = DESCRIPTIONS[listing.id]["broken"]
-    args = ["--n", str(SANITIZER_N)] if DESCRIPTIONS[listing.id]["sized"] else []
-    with gpu_lock(exclusive=False):
-        r = run_listing(listing, *args, prefix=[sanitizer, "--tool", tool, "--error-exitcode", "99",
-                                                "--print-limit", "3"])
-    if r.returncode == EXIT_SKIPPED:
-        skip_or_fail(r.stderr.strip())
+    r, n = _sanitize(listing, tool, print_limit=3)
     text = r.stdout + r.stderr
     caught = r.returncode == 99 and "ERROR SUMMARY: 0 errors" not in text and "========= " in text
     report = "\n".join(ln for ln in text.splitlines() if ln.startswith("=========")) or text[-3000:]
-    store(listing, f"broken:{tool}", {"passed": caught, "report": report[:6000], "n": SANITIZER_N if args else None})
+    store(listing, f"broken:{tool}", {"passed": caught, "report": report[:6000], "n": n})
     assert caught, f"compute-sanitizer --tool {tool} did not catch {listing.id}:\n{text[-3000:]}"
 
 
@@ -116,16 +118,8 @@ CHAPTERS = sorted({lst.chapter for lst in LISTINGS})
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_notebook_executes(chapter, gpu_ready):
     """Execute the chapter's companion notebook and store it with its outputs."""
-    import os
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "code"), os.environ.get("PYTHONPATH", "")]))
     with gpu_lock(exclusive=True):  # the notebook benchmarks too
-        r = subprocess.run([sys.executable, "-m", "cudabook.notebooks", "execute", chapter],
-                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+        r = run_module("cudabook.notebooks", "execute", chapter)
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())
     assert r.returncode == 0, f"notebook for {chapter} failed:\n{r.stdout}\n{r.stderr[-4000:]}"
@@ -133,20 +127,9 @@ def test_notebook_executes(chapter, gpu_ready):
 
 def test_doctor_on_gpu(gpu_ready):
     """doctor passes on a GPU machine; its output is kept for the book."""
-    import datetime as dt
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from conftest import ROOT
-
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "code"), os.environ.get("PYTHONPATH", "")]))
-    r = subprocess.run([sys.executable, "-m", "cudabook", "doctor"], capture_output=True, text=True,
-                       cwd=ROOT, env=env, timeout=300)
+    r = run_module("cudabook", "doctor", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     out_root = Path(os.environ.get("CUDABOOK_RESULTS", ROOT / "results"))
     out_root.mkdir(parents=True, exist_ok=True)
-    (out_root / "doctor.json").write_text(json.dumps({
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "output": r.stdout}, indent=1) + "\n")
+    (out_root / "doctor.json").write_text(json.dumps({"date": records.utc_now(), "output": r.stdout},
+                                                     indent=1) + "\n")

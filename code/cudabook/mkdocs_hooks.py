@@ -161,10 +161,6 @@ def add_badges(markdown: str, page) -> str:
     return "\n".join(out)
 
 
-def _fmt_rate(bps: float) -> str:
-    return f"{bps / 1e12:.2f} TB/s" if bps >= 1e12 else f"{bps / 1e9:.0f} GB/s"
-
-
 def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
     """One value from a listing's record, formatted for prose. `spec` formats
     a number: "%" as a percentage, else a format spec such as ".2f"."""
@@ -183,12 +179,12 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
         "gpu": env.get("gpu"), "cuda": env.get("cuda"), "driver": env.get("driver"),
         "date": (rec.get("date") or "")[:10], "sm": "sm_" + env.get("compute_capability", "").replace(".", ""),
         "pycuda": env.get("pycuda"), "python": env.get("python"), "torch": env.get("torch"),
-        "rate": b.get("bytes_per_s") and _fmt_rate(b["bytes_per_s"]),
-        "copy": b.get("ceiling_bytes_per_s") and _fmt_rate(b["ceiling_bytes_per_s"]),
+        "rate": b.get("bytes_per_s") and records.rate_text(b["bytes_per_s"]),
+        "copy": b.get("ceiling_bytes_per_s") and records.rate_text(b["ceiling_bytes_per_s"]),
         "fraction": b.get("fraction_of_ceiling") and f"{100 * b['fraction_of_ceiling']:.0f}%",
         "time": b.get("timing") and f"{1000 * b['timing']['median_ms']:.0f} µs",
         "baseline": base.get("name"),
-        "baseline_rate": base.get("bytes_per_s") and _fmt_rate(base["bytes_per_s"]),
+        "baseline_rate": base.get("bytes_per_s") and records.rate_text(base["bytes_per_s"]),
         "baseline_ratio": base.get("ratio") and f"{base['ratio']:.2f}",
         "worst_rel_err": rec.get("worst_rel_err") is not None and f"{rec['worst_rel_err']:.1e}",
         "n": (rec.get("benchmark") or {}).get("n") and f"{rec['benchmark']['n']:,}",

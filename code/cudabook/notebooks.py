@@ -15,7 +15,6 @@ Notebooks are written to chapters/<chapter>/<chapter>.ipynb.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sys
 from pathlib import Path
@@ -97,11 +96,7 @@ def _code(text: str) -> dict:
 
 def _run_args(listing: records.Listing) -> list[str]:
     """Benchmark the listings that have a benchmark; run the others plainly."""
-    import subprocess
-
-    r = subprocess.run([sys.executable, str(listing.py), "--describe"], capture_output=True,
-                       text=True, check=True)
-    return ["--bench"] if json.loads(r.stdout)["bench"] else []
+    return ["--bench"] if records.describe(listing)["bench"] else []
 
 
 def build(chapter: str, root: Path = records.ROOT) -> dict:
@@ -152,8 +147,7 @@ def execute(nb: dict, cwd: Path, timeout: int = 600) -> dict:
     NotebookClient(node, timeout=timeout, kernel_name="python3", allow_errors=False,
                    resources={"metadata": {"path": str(cwd)}}).execute()
     out = json.loads(nbformat.writes(node))
-    out["metadata"]["cudabook"]["executed"] = dt.datetime.now(dt.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ")
+    out["metadata"]["cudabook"]["executed"] = records.utc_now()
     return out
 
 

@@ -25,6 +25,18 @@ def _benchmarks(chapter: str) -> list[tuple[records.Listing, dict, dict]]:
     return out
 
 
+def _pyplot():
+    """matplotlib's pyplot, drawing off screen, with SVG ids that do not
+    change from build to build."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.hashsalt": "cudabook", "font.size": 10})
+    return plt
+
+
 def bandwidth_chart(chapter: str) -> bytes | None:
     """SVG bytes, or None if no listing of the chapter has a benchmark."""
     rows = _benchmarks(chapter)

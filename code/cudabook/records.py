@@ -10,6 +10,7 @@ touch the hash; editing a kernel, its host program or the runtime helpers does.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import re
@@ -125,8 +126,27 @@ def reverify_command(listing: Listing) -> str:
             f"then commit {listing.rel(listing.record_path)}")
 
 
-def _rate(bps: float) -> str:
+def rate_text(bps: float) -> str:
+    """A rate in bytes/s for prose and badges: '4.38 TB/s' or '55 GB/s'."""
     return f"{bps / 1e12:.2f} TB/s" if bps >= 1e12 else f"{bps / 1e9:.0f} GB/s"
+
+
+def utc_now() -> str:
+    """The timestamp written into records and notebooks."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def describe(listing: Listing) -> dict:
+    """What a listing's command line accepts ({"sized": ..., "bench": ...}),
+    asked of the listing itself (`--describe` needs no GPU)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(listing.py), "--describe"], capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError(f"{listing.id} --describe failed:\n{r.stderr}")
+    return json.loads(r.stdout)
 
 
 def headline(record: dict) -> str | None:
@@ -136,7 +156,7 @@ def headline(record: dict) -> str | None:
     if not benches:
         return None
     b = max(benches, key=lambda b: b["bytes_per_s"])
-    s = f"{_rate(b['bytes_per_s'])} ({100 * b['fraction_of_ceiling']:.0f}% of copy"
+    s = f"{rate_text(b['bytes_per_s'])} ({100 * b['fraction_of_ceiling']:.0f}% of copy"
     if "baseline" in b:
         s += f", {b['baseline']['ratio']:.2f}x {b['baseline']['name']}"
     return s + ")"
