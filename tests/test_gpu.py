@@ -73,7 +73,10 @@ def _sanitize(listing, tool, print_limit):
     if sanitizer is None:
         skip_or_fail("compute-sanitizer not found (it ships with the CUDA toolkit)")
     args = ["--n", str(SANITIZER_N)] if DESCRIPTIONS[listing.id]["sized"] else []
-    prefix = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", str(print_limit)]
+    # Only the listing's own process is traced: a listing that demonstrates a
+    # crash does so in child processes, which would otherwise count as its errors.
+    prefix = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", str(print_limit),
+              "--target-processes", "application-only"]
     with gpu_lock(exclusive=False):
         r = run_listing(listing, *args, prefix=prefix)
     if r.returncode == EXIT_SKIPPED:

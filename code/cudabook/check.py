@@ -76,9 +76,12 @@ class CheckResult:
     worst_got: float | None = None
     worst_expected: float | None = None
     nonfinite: int = 0
+    detail: str | None = None  # for expect(): what was observed
 
     def line(self) -> str:
         mark = "ok  " if self.passed else "FAIL"
+        if self.detail is not None:
+            return f"{mark} {self.name}: {self.detail}"
         s = f"{mark} {self.name}: n={self.n:,} rel_err={self.rel_err:.3e} (tol {self.tol:.0e})"
         if self.worst_index is not None:
             s += (f", worst at [{self.worst_index}]: got {self.worst_got!r}, "
@@ -91,11 +94,12 @@ class CheckResult:
         return asdict(self)
 
 
-def compare(name: str, out, ref, tol: float | None = None) -> CheckResult:
+def compare(name: str, out, ref, tol: float | None = None, n: int | None = None) -> CheckResult:
     """Relative error ||out - ref|| / ||ref|| in float64, worst element, NaNs.
 
     `tol` defaults to TOLERANCE for out's dtype. Passes only if every element
-    is finite and the relative error is within tol.
+    is finite and the relative error is within tol. `n`: the problem size the
+    check covers when it is not out.size (a sum of n inputs has one output).
     """
     out = np.asarray(out)
     ref = np.asarray(ref, dtype=np.float64)
@@ -123,9 +127,17 @@ def compare(name: str, out, ref, tol: float | None = None) -> CheckResult:
             worst = int(np.argmax(scaled))
     passed = nonfinite == 0 and rel <= tol
     return CheckResult(
-        name=name, n=int(o.size), rel_err=rel, tol=tol, passed=bool(passed),
+        name=name, n=int(o.size if n is None else n), rel_err=rel, tol=tol, passed=bool(passed),
         worst_index=worst,
         worst_got=None if worst is None else float(o[worst]),
         worst_expected=None if worst is None else float(r[worst]),
         nonfinite=nonfinite,
     )
+
+
+def expect(name: str, condition: bool, observed: str, n: int = 1) -> CheckResult:
+    """A check that is a yes/no observation rather than a numeric comparison,
+    e.g. "the error surfaced at synchronize" or "every SM ran a block".
+    `observed` says what was seen, whether or not it passed."""
+    return CheckResult(name=name, n=n, rel_err=0.0 if condition else float("inf"), tol=0.0,
+                       passed=bool(condition), detail=observed)

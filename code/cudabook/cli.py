@@ -117,7 +117,7 @@ def benchmark(name: str, fn: Callable[[], None], *, bytes_moved: int, reps: int 
         print(f"{bname:<24} {bt.median_ms:9.4f} ms (p20 {bt.p20_ms:.4f}, p80 {bt.p80_ms:.4f})"
               f"  {brate / 1e9:8.1f} GB/s  ours/baseline = {rate / brate:.3f}", flush=True)
     else:
-        print(f"{'(no baseline)':<24} torch with CUDA not available: library comparison skipped")
+        print(f"{'(no baseline)':<24} no library baseline given (or torch with CUDA not available)")
     if targets:
         met = {}
         if "copy" in targets:

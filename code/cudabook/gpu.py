@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,7 +204,3 @@ def _nvidia_driver_version() -> str | None:
         if r.returncode == 0 and r.stdout.strip():
             return r.stdout.strip().splitlines()[0]
     return None
-
-
-def stderr_line(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)

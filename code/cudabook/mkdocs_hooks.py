@@ -47,7 +47,7 @@ INCLUDE = re.compile(r'--8<--\s+"code/([\w-]+)/([\w-]+)\.(?:cu|py)(?::[\w-]+)?"'
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
 ANNOTATION = re.compile(r"^\d+\.\s")
 FIELD = re.compile(r"\[\[rec:([\w-]+/[\w-]+):([\w.]+)(?:\|([^\]]+))?\]\]")
-OUTPUT = re.compile(r"^<!-- cudabook:output ([\w-]+/[\w-]+) (\S+) -->$", re.M)
+OUTPUT = re.compile(r"^([ \t]*)<!-- cudabook:output ([\w-]+/[\w-]+) (\S+) -->$", re.M)
 
 
 def _allow_stale() -> bool:
@@ -220,13 +220,18 @@ def _output(listing_id: str, run: str, page) -> str:
         else:
             text = next((r.get("stdout") for r in rec.get("runs", []) if r.get("key") == run), None)
     if text is None:
-        log.warning(f"{page.file.src_uri}: no recorded output '{run}' for {listing_id}")
+        _problem(f"{page.file.src_uri}: no recorded output '{run}' for {listing_id}")
         return "```text\n(no recorded output)\n```"
     if state != "current":
         _problem(f"{page.file.src_uri}: output of {listing_id} comes from a {state} record")
     env = rec["environment"]
     title = f"Output recorded on {env.get('gpu')}, {rec['date'][:10]}"
     return f'```text title="{title}"\n{text.rstrip()}\n```'
+
+
+def _indent(text: str, prefix: str) -> str:
+    """Indent every line, so an output block can sit inside an admonition or a list."""
+    return "\n".join(prefix + ln if ln else ln for ln in text.splitlines())
 
 
 def records_table(page) -> str:
@@ -288,7 +293,7 @@ def on_page_markdown(markdown, page, config, files):
     if "<!-- cudabook:doctor -->" in markdown:
         markdown = markdown.replace("<!-- cudabook:doctor -->", _doctor(page))
     markdown = RAW.sub(lambda m: _raw(m.group(1), config), markdown)
-    markdown = OUTPUT.sub(lambda m: _output(m.group(1), m.group(2), page), markdown)
+    markdown = OUTPUT.sub(lambda m: _indent(_output(m.group(2), m.group(3), page), m.group(1)), markdown)
     markdown = add_badges(markdown, page)
     markdown = FIELD.sub(lambda m: field(m.group(1), m.group(2), page, m.group(3)), markdown)
     if "<!-- cudabook:records-table -->" in markdown:

@@ -94,6 +94,32 @@ def _code(text: str) -> dict:
             "source": text}
 
 
+def chapter_title(chapter: str, root: Path = records.ROOT) -> str:
+    """The chapter page's first heading, e.g. "Threads, warps and SMs"."""
+    page = root / "chapters" / chapter / "index.md"
+    for line in (page.read_text().splitlines() if page.exists() else []):
+        if line.startswith("# "):
+            return line[2:].split(":")[0].strip()
+    return chapter.replace("_", " ").capitalize()
+
+
+def _sanitizer_cell(lst: records.Listing) -> str:
+    """A deliberately broken listing is shown being caught: run it under the
+    compute-sanitizer tool its docstring names, which must report an error."""
+    sized = records.describe(lst)["sized"]
+    args = ', "--n", "4099"' if sized else ""
+    return (
+        "# Broken on purpose: run it under compute-sanitizer, which must catch the bug.\n"
+        "import shutil, subprocess\n"
+        'sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"\n'
+        f'r = subprocess.run([sanitizer, "--tool", "{lst.broken_tool}", "--error-exitcode", "99",\n'
+        f'                    "--print-limit", "3", sys.executable, "{lst.rel(lst.py)}"{args}],\n'
+        "                   capture_output=True, text=True, cwd=up)\n"
+        'print("\\n".join(ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith("=========")))\n'
+        'assert r.returncode == 99, f"compute-sanitizer did not report the bug (exit {r.returncode})"'
+    )
+
+
 def _run_args(listing: records.Listing) -> list[str]:
     """Benchmark the listings that have a benchmark; run the others plainly."""
     return ["--bench"] if records.describe(listing)["bench"] else []
@@ -102,7 +128,7 @@ def _run_args(listing: records.Listing) -> list[str]:
 def build(chapter: str, root: Path = records.ROOT) -> dict:
     """The notebook for a chapter, without outputs."""
     listings = chapter_listings(chapter, root)
-    title = chapter.replace("_", " ").capitalize()
+    title = chapter_title(chapter, root)
     cells = [
         _md(f"# {title}: companion notebook\n\n"
             f"[Open in Colab]({colab_url(chapter, root)}) (choose a GPU runtime)\n\n"
@@ -114,6 +140,9 @@ def build(chapter: str, root: Path = records.ROOT) -> dict:
         cells.append(_doc_cell(lst))
         if lst.cu is not None:
             cells.append(_md(f"The kernel, `{lst.rel(lst.cu)}`:\n\n```cuda\n{_kernel_source(lst)}\n```"))
+        if lst.broken_tool:
+            cells.append(_code(_sanitizer_cell(lst)))
+            continue
         args = _run_args(lst)
         cells.append(_code(f"from {chapter} import {lst.name}\n"
                            f"assert {lst.name}.main({args!r}) == 0"))

@@ -87,9 +87,39 @@ def discover(root: Path = ROOT) -> list[Listing]:
     return out
 
 
+IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+([\w, ]+)|import\s+([\w.]+))", re.M)
+
+
+def uses(listing: Listing) -> list[Listing]:
+    """Other listings whose code this one imports (`from <chapter>.<name> import
+    ...` or `from <chapter> import <name>`), directly or through them. An
+    exercise's solution that reuses a chapter listing's kernel must go stale
+    when that kernel changes, so their files are part of its hash."""
+    known = {lst.id: lst for lst in discover(listing.root)}
+    found: dict[str, Listing] = {}
+    todo = [listing]
+    while todo:
+        cur = todo.pop()
+        for frm, names, imp in IMPORT.findall(cur.py.read_text()):
+            ids = []
+            if frm and "." in frm:
+                ids.append(frm.replace(".", "/", 1))
+            elif frm:
+                ids += [f"{frm}/{n.strip()}" for n in names.split(",")]
+            elif imp and "." in imp:
+                ids.append(imp.replace(".", "/", 1))
+            for lid in ids:
+                if lid in known and lid != listing.id and lid not in found:
+                    found[lid] = known[lid]
+                    todo.append(known[lid])
+    return sorted(found.values(), key=lambda lst: lst.id)
+
+
 def hashed_files(listing: Listing) -> list[Path]:
+    """The listing's files, those of the listings it imports, and the runtime helpers."""
     pkg = listing.root / "code" / HELPER_PACKAGE
-    return listing.files + [pkg / m for m in RUNTIME_MODULES]
+    own = listing.files + [f for dep in uses(listing) for f in dep.files]
+    return own + [pkg / m for m in RUNTIME_MODULES]
 
 
 def content_hash(listing: Listing) -> str:

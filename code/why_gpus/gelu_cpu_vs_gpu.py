@@ -2,7 +2,7 @@
 
 Computes the same elementwise function, GELU (tanh form), with NumPy on the
 CPU and with a CUDA kernel on the GPU, and times it three ways at sizes from
-a few thousand to a quarter of a billion elements: the GPU kernel alone, the
+a few dozen to a quarter of a billion elements: the GPU kernel alone, the
 GPU including the copies to and from host memory, and the CPU. The crossover
 is the smallest size at which the GPU, copies included, beats the CPU.
 
@@ -24,7 +24,7 @@ import cudabook as cb  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 BLOCK = 256
-SWEEP = [4_099, 16_411, 65_537, 262_147, 1_048_583, 4_194_319, 16_777_259, 67_108_879, 268_435_459]
+SWEEP = [33, 257, 1_031, 4_099, 16_411, 65_537, 262_147, 1_048_583, 4_194_319, 16_777_259, 67_108_879, 268_435_459]
 K = np.sqrt(2 / np.pi)
 
 
