@@ -58,7 +58,17 @@ def gpu_lock(exclusive: bool):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-DESCRIPTIONS = {lst.id: dict(records.describe(lst), broken=lst.broken_tool) for lst in LISTINGS}
+def _description(lst: records.Listing) -> dict:
+    """What the listing's command line accepts. A listing that cannot even
+    describe itself is still collected, so that its tests fail and say why
+    instead of the whole session failing to start."""
+    try:
+        return dict(records.describe(lst), broken=lst.broken_tool, error=None)
+    except (RuntimeError, ValueError) as e:
+        return {"sized": False, "bench": False, "broken": None, "error": str(e)}
+
+
+DESCRIPTIONS = {lst.id: _description(lst) for lst in LISTINGS}
 
 
 def run_listing(listing: records.Listing, *args: str, prefix: list[str] | None = None,

@@ -36,6 +36,7 @@ BENCHED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["bench"]]
 
 
 def _run_and_store(listing, key, tmp_path, *args, prefix=None, exclusive=False):
+    assert not DESCRIPTIONS[listing.id]["error"], DESCRIPTIONS[listing.id]["error"]
     seed = secrets.randbelow(2**31)
     out = tmp_path / "result.json"
     t0 = time.perf_counter()

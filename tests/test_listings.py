@@ -131,3 +131,9 @@ def test_broken_listings_say_so_in_their_name(listing):
     sanitizer tool that catches it; no other listing does either."""
     assert listing.name.startswith("broken_") == (listing.broken_tool is not None), \
         f"{listing.id}: broken_* listings need an 'Expect: compute-sanitizer --tool T ...' docstring line, and only they"
+
+
+@pytest.mark.parametrize("listing", LISTINGS, ids=lambda lst: lst.id)
+def test_describes_itself(listing):
+    """`--describe` (what the GPU suite asks first) works with no GPU."""
+    assert not DESCRIPTIONS[listing.id]["error"], DESCRIPTIONS[listing.id]["error"]
