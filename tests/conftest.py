@@ -72,11 +72,14 @@ DESCRIPTIONS = {lst.id: _description(lst) for lst in LISTINGS}
 
 
 def run_listing(listing: records.Listing, *args: str, prefix: list[str] | None = None,
-                timeout: int = 600) -> subprocess.CompletedProcess:
+                timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a listing in its own process, so a crashed CUDA context cannot take
-    the test session down with it."""
+    the test session down with it. Under compute-sanitizer the suite sets
+    CUDABOOK_SANITIZER=<tool>, so a listing can tell a check about the GPU's
+    scheduling or timing (which instrumentation changes) from one about its
+    answer (which it must not)."""
     cmd = [*(prefix or []), sys.executable, str(listing.py), *args]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
 

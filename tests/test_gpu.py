@@ -79,7 +79,7 @@ def _sanitize(listing, tool, print_limit):
     prefix = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", str(print_limit),
               "--target-processes", "application-only"]
     with gpu_lock(exclusive=False):
-        r = run_listing(listing, *args, prefix=prefix)
+        r = run_listing(listing, *args, prefix=prefix, env={"CUDABOOK_SANITIZER": tool})
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())
     return r, SANITIZER_N if args else None

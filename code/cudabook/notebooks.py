@@ -121,7 +121,11 @@ def _sanitizer_cell(lst: records.Listing) -> str:
 
 
 def _run_args(listing: records.Listing) -> list[str]:
-    """Benchmark the listings that have a benchmark; run the others plainly."""
+    """Benchmark the chapter's listings that have a benchmark; run the others,
+    and the exercises' solutions, plainly (the chapter shows their benchmark
+    output from the GPU record)."""
+    if listing.name.startswith("ex"):
+        return []
     return ["--bench"] if records.describe(listing)["bench"] else []
 
 
