@@ -63,9 +63,9 @@ def _description(lst: records.Listing) -> dict:
     describe itself is still collected, so that its tests fail and say why
     instead of the whole session failing to start."""
     try:
-        return dict(records.describe(lst), broken=lst.broken_tool, error=None)
+        return dict(records.describe(lst), broken=lst.broken_tool, alone=lst.needs_gpu_alone, error=None)
     except (RuntimeError, ValueError) as e:
-        return {"sized": False, "bench": False, "broken": None, "error": str(e)}
+        return {"sized": False, "bench": False, "broken": None, "alone": False, "error": str(e)}
 
 
 DESCRIPTIONS = {lst.id: _description(lst) for lst in LISTINGS}

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -56,7 +58,8 @@ def _run_and_store(listing, key, tmp_path, *args, prefix=None, exclusive=False):
 @pytest.mark.parametrize("n", SIZES, ids=lambda n: f"n{n}")
 @pytest.mark.parametrize("listing", SIZED, ids=lambda lst: lst.id)
 def test_correct_at_size(listing, n, tmp_path, gpu_ready):
-    _, report = _run_and_store(listing, f"n={n}", tmp_path, "--n", str(n))
+    _, report = _run_and_store(listing, f"n={n}", tmp_path, "--n", str(n),
+                               exclusive=DESCRIPTIONS[listing.id]["alone"])
     assert report["checks"], f"{listing.id} checked nothing"
     assert all(c["passed"] for c in report["checks"])
     assert all(c["n"] == n for c in report["checks"])
@@ -64,7 +67,7 @@ def test_correct_at_size(listing, n, tmp_path, gpu_ready):
 
 @pytest.mark.parametrize("listing", UNSIZED, ids=lambda lst: lst.id)
 def test_runs(listing, tmp_path, gpu_ready):
-    _run_and_store(listing, "run", tmp_path)
+    _run_and_store(listing, "run", tmp_path, exclusive=DESCRIPTIONS[listing.id]["alone"])
 
 
 def _sanitize(listing, tool, print_limit):
@@ -96,6 +99,16 @@ def test_sanitizer(listing, tool, tmp_path, gpu_ready):
     assert ok, f"compute-sanitizer --tool {tool} on {listing.id}:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
 
 
+def _environment() -> dict:
+    """The GPU, driver and versions, for a record whose listing reports
+    nothing itself (a broken listing only ever runs under the sanitizer)."""
+    probe = ("import json, sys; sys.path.insert(0, 'code'); import cudabook as cb; "
+             "cb.init(); print(json.dumps(cb.gpu.environment()))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize("listing", BROKEN, ids=lambda lst: lst.id)
 def test_broken_listing_is_caught(listing, gpu_ready):
     """A deliberately broken listing must be caught by the sanitizer tool its
@@ -105,7 +118,8 @@ def test_broken_listing_is_caught(listing, gpu_ready):
     text = r.stdout + r.stderr
     caught = r.returncode == 99 and "ERROR SUMMARY: 0 errors" not in text and "========= " in text
     report = "\n".join(ln for ln in text.splitlines() if ln.startswith("=========")) or text[-3000:]
-    store(listing, f"broken:{tool}", {"passed": caught, "report": report[:6000], "n": n})
+    store(listing, f"broken:{tool}", {"passed": caught, "report": report[:6000], "n": n,
+                                       "environment": _environment()})
     assert caught, f"compute-sanitizer --tool {tool} did not catch {listing.id}:\n{text[-3000:]}"
 
 

@@ -82,3 +82,23 @@ def test_broken_listing_badge():
     rec = {"broken": "racecheck", "environment": {"gpu": "NVIDIA H200"}, "date": "2026-11-30T00:00:00Z"}
     assert records.badge_text(rec) == ("broken on purpose: compute-sanitizer --tool racecheck catches it · "
                                        "NVIDIA H200 · 2026-11-30")
+
+
+def test_hash_follows_the_listings_a_listing_imports(tree):
+    """An exercise that reuses a chapter listing goes stale when that listing
+    changes, whichever way it imports it."""
+    by_id = {lst.id: lst for lst in records.discover(tree)}
+    assert [d.id for d in records.uses(by_id["first_kernel/ex1_block_size"])] == ["first_kernel/add_one_per_thread"]
+    assert [d.id for d in records.uses(by_id["threads_warps/ex1_tail_effect"])] == ["threads_warps/block_placement"]
+    assert records.uses(by_id["first_kernel/add_one_per_thread"]) == []
+    before = records.content_hash(by_id["threads_warps/ex1_tail_effect"])
+    cu = tree / "code" / "threads_warps" / "block_placement.cu"
+    cu.write_text(cu.read_text() + "\n// edited\n")
+    assert records.content_hash(by_id["threads_warps/ex1_tail_effect"]) != before
+
+
+def test_listings_that_measure_the_hardware_ask_for_the_gpu_alone():
+    by_id = {lst.id: lst for lst in records.discover()}
+    assert by_id["ram_vram/bandwidth_meter"].needs_gpu_alone
+    assert by_id["threads_warps/block_placement"].needs_gpu_alone
+    assert not by_id["first_kernel/add_vectorized"].needs_gpu_alone

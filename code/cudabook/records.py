@@ -26,6 +26,7 @@ RUNTIME_MODULES = ("__init__.py", "gpu.py", "compile.py", "check.py", "bench.py"
 TOOLING_MODULES = ("records.py", "mkdocs_hooks.py", "notebooks.py", "plots.py", "__main__.py")
 
 HELPER_PACKAGE = "cudabook"
+ALONE = re.compile(r"^Needs:\s+the GPU to itself\b", re.M)
 EXPECT = re.compile(r"^Expect:\s+compute-sanitizer --tool (memcheck|racecheck|initcheck|synccheck)\b", re.M)
 
 
@@ -62,6 +63,13 @@ class Listing:
         return m.group(1) if m else None
 
     @property
+    def needs_gpu_alone(self) -> bool:
+        """A listing whose plain run measures the hardware (bandwidth, block
+        scheduling) says so with a docstring line `Needs:  the GPU to itself`;
+        the GPU suite then runs it with no other test on the GPU."""
+        return bool(ALONE.search(self.py.read_text()))
+
+    @property
     def record_path(self) -> Path:
         return self.root / "results" / self.chapter / f"{self.name}.json"
 
@@ -92,7 +100,8 @@ IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+([\w, ]+)|import\s+([\w.
 
 def uses(listing: Listing) -> list[Listing]:
     """Other listings whose code this one imports (`from <chapter>.<name> import
-    ...` or `from <chapter> import <name>`), directly or through them. An
+    ...`, `from <chapter> import <name>`, or `import <name>` of a listing in
+    the same folder), directly or through them. An
     exercise's solution that reuses a chapter listing's kernel must go stale
     when that kernel changes, so their files are part of its hash."""
     known = {lst.id: lst for lst in discover(listing.root)}
@@ -104,10 +113,12 @@ def uses(listing: Listing) -> list[Listing]:
             ids = []
             if frm and "." in frm:
                 ids.append(frm.replace(".", "/", 1))
-            elif frm:
-                ids += [f"{frm}/{n.strip()}" for n in names.split(",")]
+            elif frm:                       # from <chapter> import <name>, or from <sibling> import ...
+                ids += [f"{frm}/{n.strip()}" for n in names.split(",")] + [f"{cur.chapter}/{frm}"]
             elif imp and "." in imp:
                 ids.append(imp.replace(".", "/", 1))
+            elif imp:                       # import <sibling>, with the listing's folder on sys.path
+                ids.append(f"{cur.chapter}/{imp}")
             for lid in ids:
                 if lid in known and lid != listing.id and lid not in found:
                     found[lid] = known[lid]

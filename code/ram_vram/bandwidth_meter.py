@@ -8,6 +8,8 @@ and width, as nvidia-smi reports them) and D2D with the peak of the GPU's
 memory (memory clock x bus width).
 
 Run:    python code/ram_vram/bandwidth_meter.py [--seed S]
+Needs:  the GPU to itself (it measures the hardware; the test suite runs it
+        with no other test on the GPU).
 Checks: every copy delivers exactly the bytes that were sent (a round trip
         through each kind of host memory, compared bit for bit).
 """

@@ -8,6 +8,8 @@ rate grows with the size until the fixed cost no longer matters. Above that
 size the rate stays at the link's (or the memory's) speed.
 
 Run:    python code/ram_vram/ex3_copy_size.py [--seed S]
+Needs:  the GPU to itself (it measures the hardware; the test suite runs it
+        with no other test on the GPU).
 Checks: the largest copy of each kind delivers exactly the bytes sent.
 """
 

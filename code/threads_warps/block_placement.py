@@ -7,6 +7,8 @@ threads fit at most two to an SM (2,048 threads per SM), so a grid of
 3 x 2 x (number of SMs) blocks should run in exactly three waves.
 
 Run:    python code/threads_warps/block_placement.py
+Needs:  the GPU to itself (it measures the hardware; the test suite runs it
+        with no other test on the GPU).
 Checks: every block wrote its record (outputs are poisoned first); every SM
         id is below the SM count; every SM ran at least one block; the most
         blocks that overlapped in time on one SM equals what the thread limit

@@ -7,6 +7,8 @@ GPU sit idle. The grid should take three block-times, as long as a grid of
 three full waves, though it does only 5/6 of the work.
 
 Run:    python code/threads_warps/ex1_tail_effect.py
+Needs:  the GPU to itself (it measures the hardware; the test suite runs it
+        with no other test on the GPU).
 Checks: block_placement's checks (every block recorded, SM ids, blocks per
         SM, waves: 3 observed for 2.5 predicted-full); and the whole grid
         takes at least 2.75 block-times (it cannot finish in 2.5).
