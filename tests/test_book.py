@@ -79,7 +79,7 @@ def test_fence_scanner_finds_blocks():
 # session that wrote them ran out of device time). They have no notebook file
 # and no notebook in the nav until the GPU suite executes one; remove a
 # chapter from this set in the same commit as its executed notebook.
-NOTEBOOKS_PENDING = {"why_gpus", "ram_vram", "threads_warps", "kernels_go_wrong"}
+NOTEBOOKS_PENDING: set[str] = set()
 
 
 def test_pending_notebooks_are_really_absent():

@@ -21,6 +21,8 @@ from urllib.parse import urlparse
 import pytest
 from conftest import ROOT
 
+from cudabook import records
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -106,7 +108,8 @@ def test_landing_page(reader):
 
 def test_chapter_shows_listing_badge_math_and_figures(reader):
     page = reader.open("/chapters/first_kernel/")
-    assert page.locator(".cb-record.cb-current").count() == 4
+    listings = [lst for lst in records.discover() if lst.chapter == "first_kernel"]
+    assert page.locator(".cb-record.cb-current").count() == len(listings)
     assert "NVIDIA H200" in page.locator(".cb-record.cb-current").first.inner_text()
     code = page.locator("div.highlight", has_text="add_one_per_thread(const float").first
     assert code.is_visible()
@@ -183,3 +186,31 @@ def test_diagrams_and_notebook_render(reader):
     assert "Open in Colab" in page.content()
     assert "NVIDIA H200" in page.inner_text("body")
     reader.shot("notebook")
+
+
+def test_exercise_solutions_open_and_show_their_code(reader):
+    """Each solution sits in a collapsed block that opens on a click and
+    holds the solution's code, its badge and its recorded output."""
+    page = reader.open("/chapters/threads_warps/")
+    solutions = page.locator("details.success")
+    assert solutions.count() >= 3
+    first = solutions.first
+    assert not first.locator("div.highlight").first.is_visible()
+    first.locator("summary").click()
+    assert first.locator("div.highlight").first.is_visible()
+    assert first.locator(".cb-record.cb-current").count() >= 1
+    for img in page.locator("article img").all():
+        img.scroll_into_view_if_needed()
+        assert img.evaluate("i => i.complete && i.naturalWidth > 0"), img.get_attribute("src")
+    reader.shot("solution-open")
+
+
+def test_broken_listing_shows_the_sanitizer_report(reader):
+    page = reader.open("/chapters/kernels_go_wrong/")
+    text = page.inner_text("article")
+    assert "Invalid __global__ read" in text
+    assert "RACECHECK SUMMARY" in text
+    assert "Uninitialized __global__ memory read" in text
+    assert page.locator(".cb-record", has_text="broken on purpose").count() == 3
+    page.get_by_text("Invalid __global__ read").first.scroll_into_view_if_needed()
+    reader.shot("sanitizer-report")

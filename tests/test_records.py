@@ -102,3 +102,20 @@ def test_listings_that_measure_the_hardware_ask_for_the_gpu_alone():
     assert by_id["ram_vram/bandwidth_meter"].needs_gpu_alone
     assert by_id["threads_warps/block_placement"].needs_gpu_alone
     assert not by_id["first_kernel/add_vectorized"].needs_gpu_alone
+
+
+def test_sanitizer_report_keeps_python_frames_only():
+    from cudabook.mkdocs_hooks import _short_backtraces
+
+    report = "\n".join([
+        "========= Invalid __global__ read of size 4 bytes",
+        "=========         Host Frame: pycudaboost::python::objects::caller [0x1] in _driver.so",
+        "=========         Host Frame: main in broken_oob.py:58",
+        "=========         Host Frame: _PyEval_EvalFrameDefault [0x2] in python3",
+        "========= ERROR SUMMARY: 1 error",
+    ])
+    short = _short_backtraces(report).splitlines()
+    assert short == ["========= Invalid __global__ read of size 4 bytes",
+                     "=========         Host Frame: main in broken_oob.py:58",
+                     "=========         ... 2 more host frame(s)",
+                     "========= ERROR SUMMARY: 1 error"]

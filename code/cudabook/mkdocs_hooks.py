@@ -106,7 +106,7 @@ def badge(listing: records.Listing, page) -> str:
     state, rec = records.status(listing)
     href = _link(page, _anchor(listing.id))
     if state == "current":
-        text = "✓ Run on " + records.badge_text(rec)
+        text = ("✓ " if rec.get("broken") else "✓ Run on ") + records.badge_text(rec)
         cls = "cb-current"
     else:
         why = {"missing": "has never been run on a GPU",
@@ -216,7 +216,7 @@ def _output(listing_id: str, run: str, page) -> str:
         if run == "bench":
             text = (rec.get("benchmark") or {}).get("stdout")
         elif run == "sanitizer":
-            text = rec.get("broken_report")
+            text = _short_backtraces(rec.get("broken_report"))
         else:
             text = next((r.get("stdout") for r in rec.get("runs", []) if r.get("key") == run), None)
     if text is None:
@@ -227,6 +227,32 @@ def _output(listing_id: str, run: str, page) -> str:
     env = rec["environment"]
     title = f"Output recorded on {env.get('gpu')}, {rec['date'][:10]}"
     return f'```text title="{title}"\n{text.rstrip()}\n```'
+
+
+def _short_backtraces(report: str | None, width: int = 110) -> str | None:
+    """compute-sanitizer's report with each host backtrace cut to the frames
+    in Python source files (or its first frame, when it has none), each line
+    at most `width` characters: the other frames are PyCUDA's and Python's
+    internals. The record keeps the whole report."""
+    if report is None:
+        return None
+    out, frames = [], []
+
+    def flush():
+        kept = [f for f in frames if ".py:" in f] or frames[:1]
+        out.extend(f if len(f) <= width else f[: width - 3] + "..." for f in kept)
+        if len(frames) > len(kept):
+            out.append(f"=========         ... {len(frames) - len(kept)} more host frame(s)")
+        frames.clear()
+
+    for line in report.splitlines():
+        if "Host Frame:" in line:
+            frames.append(line)
+            continue
+        flush()
+        out.append(line)
+    flush()
+    return "\n".join(out)
 
 
 def _indent(text: str, prefix: str) -> str:
