@@ -136,3 +136,13 @@ def test_colab_links_point_at_the_repository():
     url = notebooks.colab_url("first_kernel")
     slug = notebooks.repository().removeprefix("https://github.com/")
     assert url == f"https://colab.research.google.com/github/{slug}/blob/main/chapters/first_kernel/first_kernel.ipynb"
+
+
+def test_every_glossary_term_is_linked_from_a_chapter():
+    """The glossary defines the book's hardware terms; each chapter links a
+    term where it first uses it, so every entry has at least one link."""
+    anchors = re.findall(r"\{ #([\w-]+) \}", (ROOT / "docs" / "glossary.md").read_text())
+    assert anchors, "no glossary entries found"
+    text = "".join(p.read_text() for p in CHAPTER_PAGES)
+    unlinked = [a for a in anchors if f"glossary.md#{a})" not in text]
+    assert not unlinked, f"glossary entries no chapter links to: {unlinked}"
