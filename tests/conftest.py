@@ -133,16 +133,32 @@ def skip_or_fail(reason: str):
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def gpu_ready() -> None:
-    """Skip (or, with REQUIRE_GPU=1, fail) when this machine cannot run listings."""
-    probe = ("import sys; sys.path.insert(0, 'code'); import cudabook as cb; "
-             "sys.exit(cb.run(lambda: (cb.init(), cb.gpu.ensure_nvcc_on_path(), 0)[2]))")
-    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
+def _probe(body: str) -> subprocess.CompletedProcess:
+    """Run `body` (Python, with `cb` imported) in a fresh process through
+    cb.run, so a missing GPU, driver, nvcc or PyCUDA skips (or, with
+    REQUIRE_GPU=1, fails) the test instead of crashing it."""
+    code = ("import json, sys; sys.path.insert(0, 'code'); import cudabook as cb\n"
+            f"def body():\n    {body}\n    return 0\nsys.exit(cb.run(body))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        timeout=120)
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip().removeprefix("SKIPPED: "))
     assert r.returncode == 0, f"GPU probe crashed:\n{r.stderr}"
+    return r
+
+
+@pytest.fixture(scope="session")
+def gpu_ready() -> None:
+    """Skip (or, with REQUIRE_GPU=1, fail) when this machine cannot run listings."""
+    _probe("cb.init(); cb.gpu.ensure_nvcc_on_path()")
+
+
+@pytest.fixture(scope="session")
+def gpu_environment(gpu_ready) -> dict:
+    """The GPU, driver and versions, for a record whose listing reports
+    nothing itself (a broken listing only ever runs under the sanitizer)."""
+    r = _probe("cb.init(); print(json.dumps(cb.gpu.environment()))")
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def _write_records(staged: dict[str, dict]) -> None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -38,7 +36,11 @@ BENCHED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["bench"]]
 
 
 def _run_and_store(listing, key, tmp_path, *args, prefix=None, exclusive=False):
+    """Run a listing, keep what it reported, and fail on a non-zero exit. It
+    has the GPU to itself when timed, or when it measures the hardware
+    (docstring line `Needs:  the GPU to itself`)."""
     assert not DESCRIPTIONS[listing.id]["error"], DESCRIPTIONS[listing.id]["error"]
+    exclusive = exclusive or DESCRIPTIONS[listing.id]["alone"]
     seed = secrets.randbelow(2**31)
     out = tmp_path / "result.json"
     t0 = time.perf_counter()
@@ -58,8 +60,7 @@ def _run_and_store(listing, key, tmp_path, *args, prefix=None, exclusive=False):
 @pytest.mark.parametrize("n", SIZES, ids=lambda n: f"n{n}")
 @pytest.mark.parametrize("listing", SIZED, ids=lambda lst: lst.id)
 def test_correct_at_size(listing, n, tmp_path, gpu_ready):
-    _, report = _run_and_store(listing, f"n={n}", tmp_path, "--n", str(n),
-                               exclusive=DESCRIPTIONS[listing.id]["alone"])
+    _, report = _run_and_store(listing, f"n={n}", tmp_path, "--n", str(n))
     assert report["checks"], f"{listing.id} checked nothing"
     assert all(c["passed"] for c in report["checks"])
     assert all(c["n"] == n for c in report["checks"])
@@ -67,7 +68,7 @@ def test_correct_at_size(listing, n, tmp_path, gpu_ready):
 
 @pytest.mark.parametrize("listing", UNSIZED, ids=lambda lst: lst.id)
 def test_runs(listing, tmp_path, gpu_ready):
-    _run_and_store(listing, "run", tmp_path, exclusive=DESCRIPTIONS[listing.id]["alone"])
+    _run_and_store(listing, "run", tmp_path)
 
 
 def _sanitize(listing, tool, print_limit):
@@ -99,18 +100,8 @@ def test_sanitizer(listing, tool, tmp_path, gpu_ready):
     assert ok, f"compute-sanitizer --tool {tool} on {listing.id}:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
 
 
-def _environment() -> dict:
-    """The GPU, driver and versions, for a record whose listing reports
-    nothing itself (a broken listing only ever runs under the sanitizer)."""
-    probe = ("import json, sys; sys.path.insert(0, 'code'); import cudabook as cb; "
-             "cb.init(); print(json.dumps(cb.gpu.environment()))")
-    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
-
 @pytest.mark.parametrize("listing", BROKEN, ids=lambda lst: lst.id)
-def test_broken_listing_is_caught(listing, gpu_ready):
+def test_broken_listing_is_caught(listing, gpu_environment):
     """A deliberately broken listing must be caught by the sanitizer tool its
     docstring names; its report is kept for the book to show."""
     tool = DESCRIPTIONS[listing.id]["broken"]
@@ -119,7 +110,7 @@ def test_broken_listing_is_caught(listing, gpu_ready):
     caught = r.returncode == 99 and "ERROR SUMMARY: 0 errors" not in text and "========= " in text
     report = "\n".join(ln for ln in text.splitlines() if ln.startswith("=========")) or text[-3000:]
     store(listing, f"broken:{tool}", {"passed": caught, "report": report[:6000], "n": n,
-                                       "environment": _environment()})
+                                       "environment": gpu_environment})
     assert caught, f"compute-sanitizer --tool {tool} did not catch {listing.id}:\n{text[-3000:]}"
 
 
