@@ -190,9 +190,7 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
         "n": (rec.get("benchmark") or {}).get("n") and f"{rec['benchmark']['n']:,}",
     }
     if name.startswith("facts."):
-        facts = dict(next((r.get("facts") for r in rec.get("runs", []) if r.get("facts")), {}) or {})
-        facts.update((rec.get("benchmark") or {}).get("facts") or {})
-        v = facts.get(name[6:])
+        v = records.facts(rec).get(name[6:])
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             if spec == "%":
                 v = f"{100 * v:.0f}%"

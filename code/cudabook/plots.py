@@ -1,9 +1,10 @@
 """Charts drawn from the GPU records when the book is built, never by hand.
 
-`bandwidth_chart(chapter)` draws every benchmarked listing of a chapter:
-its bandwidth, the library baseline's, and the copy ceiling measured in the
-same run, with the GPU and date in the title. The site hook writes it as
-chapters/<chapter>/bandwidth.svg.
+Each function in CHARTS takes a chapter and returns SVG bytes, or None when
+no record of that chapter has its data; the site hook writes the result as
+chapters/<chapter>/<name>. `bandwidth_chart` draws every benchmarked
+listing of a chapter against the copy ceiling measured in the same run;
+the others draw one listing's recorded findings (its `facts`).
 """
 
 from __future__ import annotations
@@ -42,12 +43,7 @@ def bandwidth_chart(chapter: str) -> bytes | None:
     rows = _benchmarks(chapter)
     if not rows:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"svg.hashsalt": "cudabook", "font.size": 10})
+    plt = _pyplot()
     names = [lst.name for lst, _, _ in rows]
     ours = [b["bytes_per_s"] / 1e9 for _, _, b in rows]
     base = [b.get("baseline", {}).get("bytes_per_s", 0) / 1e9 for _, _, b in rows]
@@ -87,23 +83,10 @@ def _svg(fig) -> bytes:
 def crossover_chart(chapter: str) -> bytes | None:
     """CPU, GPU kernel and GPU-with-copies times against size, from a listing
     whose benchmark recorded a `sweep` (see why_gpus/gelu_cpu_vs_gpu.py)."""
-    from .notebooks import chapter_listings
-
-    found = None
-    for lst in chapter_listings(chapter):
-        rec = records.load_record(lst)
-        facts = ((rec or {}).get("benchmark") or {}).get("facts") or {}
-        if facts.get("sweep"):
-            found = (lst, rec, facts)
-            break
+    found = _facts(chapter, "sweep")
     if found is None:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"svg.hashsalt": "cudabook", "font.size": 10})
+    plt = _pyplot()
     lst, rec, facts = found
     rows = facts["sweep"]
     n = [r["n"] for r in rows]
@@ -128,25 +111,18 @@ def crossover_chart(chapter: str) -> bytes | None:
     return _svg(fig)
 
 
-#: name in chapters/<chapter>/ -> function(chapter) -> SVG bytes or None
-CHARTS = {"bandwidth.svg": bandwidth_chart, "crossover.svg": crossover_chart}
-
-
-def _facts(chapter: str, name: str, key: str):
-    """(listing, record, facts) for listing `name` of `chapter` if its record
-    has facts[key]: the first run's facts overlaid by the benchmark's, as in
-    the book's [[rec:...:facts.*]] markers. Else None."""
+def _facts(chapter: str, key: str, name: str | None = None):
+    """(listing, record, facts) for the first listing of `chapter` (or the
+    one called `name`) whose record has facts[key], else None."""
     from .notebooks import chapter_listings
 
     for lst in chapter_listings(chapter):
-        if lst.name != name:
+        if name is not None and lst.name != name:
             continue
         rec = records.load_record(lst)
-        if rec is None:
-            return None
-        facts = dict(next((r.get("facts") for r in rec.get("runs", []) if r.get("facts")), {}) or {})
-        facts.update((rec.get("benchmark") or {}).get("facts") or {})
-        return (lst, rec, facts) if facts.get(key) else None
+        f = records.facts(rec) if rec else {}
+        if f.get(key):
+            return lst, rec, f
     return None
 
 
@@ -174,7 +150,7 @@ WAVE_COLOURS = ["#2e7d32", "#1565c0", "#ef6c00", "#6a1b9a", "#c62828", "#00838f"
 def _placement_chart(chapter: str, name: str) -> bytes | None:
     """One bar per block: SM on the y axis, start to end time on the x axis,
     coloured by wave (see threads_warps/block_placement.py)."""
-    found = _facts(chapter, name, "start_us")
+    found = _facts(chapter, "start_us", name)
     if found is None:
         return _pending(chapter, name)
     lst, rec, f = found
@@ -218,7 +194,7 @@ def tail_chart(chapter: str) -> bytes | None:
 def occupancy_chart(chapter: str) -> bytes | None:
     """Achieved GB/s against predicted occupancy, one point per launch
     configuration (see threads_warps/occupancy_sweep.py)."""
-    found = _facts(chapter, "occupancy_sweep", "table")
+    found = _facts(chapter, "table", "occupancy_sweep")
     if found is None or not all("gbs" in r for r in found[2]["table"]):
         return _pending(chapter, "occupancy_sweep")
     lst, rec, f = found
@@ -251,4 +227,6 @@ def occupancy_chart(chapter: str) -> bytes | None:
     return _svg(fig)
 
 
-CHARTS.update({"waves.svg": waves_chart, "tail.svg": tail_chart, "occupancy.svg": occupancy_chart})
+#: name in chapters/<chapter>/ -> function(chapter) -> SVG bytes or None
+CHARTS = {"bandwidth.svg": bandwidth_chart, "crossover.svg": crossover_chart, "waves.svg": waves_chart,
+          "tail.svg": tail_chart, "occupancy.svg": occupancy_chart}

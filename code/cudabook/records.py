@@ -190,6 +190,15 @@ def describe(listing: Listing) -> dict:
     return json.loads(r.stdout)
 
 
+def facts(record: dict) -> dict:
+    """A record's named findings: the first run's facts, overlaid by those
+    of the benchmark run. What [[rec:...:facts.<key>]] in prose and the
+    charts read."""
+    out = dict(next((r.get("facts") for r in record.get("runs", []) if r.get("facts")), {}) or {})
+    out.update((record.get("benchmark") or {}).get("facts") or {})
+    return out
+
+
 def headline(record: dict) -> str | None:
     """The one number a badge shows: the best benchmark's rate and its share
     of the ceiling, e.g. '4.12 TB/s (95% of copy)'."""
