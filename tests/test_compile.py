@@ -15,7 +15,7 @@ import subprocess
 import pytest
 from conftest import LISTINGS
 
-from cudabook.compile import NVCC_FLAGS, nvcc_command
+from cudabook.compile import nvcc_command
 from cudabook.gpu import find_nvcc
 
 KERNELS = [lst for lst in LISTINGS if lst.cu is not None]
@@ -58,7 +58,6 @@ ptxas info    : Used 255 registers, used 0 barriers"""
 @pytest.mark.parametrize("listing", KERNELS, ids=lambda lst: lst.id)
 def test_compiles_without_spills(listing, arch, nvcc, tmp_path):
     cmd = nvcc_command(listing.cu, arch, tmp_path / "k.cubin", nvcc=nvcc)
-    assert set(NVCC_FLAGS) <= set(cmd)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"nvcc failed on {listing.cu}:\n{r.stderr}"
     kernels = parse_ptxas(r.stdout + r.stderr)

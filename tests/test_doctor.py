@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from cudabook.__main__ import diagnose, main
+from cudabook.book_cli import diagnose, main
 
 GOOD = {
     "nvidia_smi": "/usr/bin/nvidia-smi", "smi_query": "NVIDIA H200, 9.0, 580.159.04",

@@ -2,27 +2,28 @@
 
 Run on a machine with an NVIDIA GPU and PyCUDA:
 
-    REQUIRE_GPU=1 python -m pytest -m gpu
+    REQUIRE_GPU=1 python -m pytest -m gpu -n 16            # everything
+    REQUIRE_GPU=1 python -m pytest -m gpu -n 16 --stale    # only what is not current
 
 Without a GPU each test is skipped with the reason; with REQUIRE_GPU=1 a
-missing GPU is a failure. The session writes each listing's GPU record
-(see conftest.py). Inputs get a fresh seed every run; the seed is in the
+missing GPU (or torch, for the baselines) is a failure. The session writes
+each listing's GPU record (see gpu_harness.py); what a record must hold is
+cudabook/suite.py. Inputs get a fresh seed every run; the seed is in the
 record and in every failure message, so a failure can be reproduced.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import re
 import secrets
 import time
-from pathlib import Path
 
 import pytest
-from conftest import (DESCRIPTIONS, LISTINGS, ROOT, SANITIZER_N, SANITIZER_TOOLS, SIZES, gpu_lock,
-                      run_listing, run_module, sanitizer_path, skip_or_fail, store)
+from gpu_harness import (DESCRIPTIONS, LISTINGS, gpu_environment, gpu_ready, results_root,  # noqa: F401
+                         run_listing, run_module, sanitizer_path, skip_or_fail, store)
 
-from cudabook import records
+from cudabook import listings, record, suite
 from cudabook.gpu import EXIT_SKIPPED
 
 pytestmark = pytest.mark.gpu
@@ -31,33 +32,33 @@ WORKING = [lst for lst in LISTINGS if not DESCRIPTIONS[lst.id]["broken"]]
 BROKEN = [lst for lst in LISTINGS if DESCRIPTIONS[lst.id]["broken"]]
 SIZED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["sized"]]
 UNSIZED = [lst for lst in WORKING if not DESCRIPTIONS[lst.id]["sized"]]
-KERNELS = [lst for lst in WORKING if lst.cu is not None]
+KERNELS = [lst for lst in WORKING if listings.launches_kernels(lst)]
 BENCHED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["bench"]]
+STDOUT_LIMIT = 100_000
 
 
-def _run_and_store(listing, key, tmp_path, *args, prefix=None, exclusive=False):
-    """Run a listing, keep what it reported, and fail on a non-zero exit. It
-    has the GPU to itself when timed, or when it measures the hardware
-    (docstring line `Needs:  the GPU to itself`)."""
+def _run_and_store(listing, key, tmp_path, *args):
+    """Run a listing, keep what it reported, and fail on a non-zero exit."""
     assert not DESCRIPTIONS[listing.id]["error"], DESCRIPTIONS[listing.id]["error"]
-    exclusive = exclusive or DESCRIPTIONS[listing.id]["alone"]
     seed = secrets.randbelow(2**31)
     out = tmp_path / "result.json"
     t0 = time.perf_counter()
-    with gpu_lock(exclusive):
-        r = run_listing(listing, *args, "--seed", str(seed), "--json", str(out), prefix=prefix)
+    r = run_listing(listing, *args, "--seed", str(seed), "--json", str(out))
     wall = time.perf_counter() - t0
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())
     how = f"python {listing.rel(listing.py)} {' '.join(args)} --seed {seed}"
     report = json.loads(out.read_text()) if out.exists() else {}
-    store(listing, key, dict(report, seed=seed, passed=r.returncode == 0 and report.get("passed", False),
-                             wall_s=round(wall, 2), stdout=r.stdout[-4000:]))
-    assert r.returncode == 0, f"{how} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
+    value = {"argv": list(args) + ["--seed", str(seed)], "n": None, "budget_ms": None, "checks": [],
+             "benchmarks": [], "facts": {}, "environment": {}, **report}
+    value.update(seed=seed, passed=r.returncode == 0 and report.get("passed", False),
+                 wall_s=round(wall, 2), stdout=r.stdout[-STDOUT_LIMIT:])
+    store(listing, key, value)
+    assert r.returncode == 0, f"{how} exited {r.returncode}\n{r.stdout[-6000:]}\n{r.stderr[-4000:]}"
     return r, report
 
 
-@pytest.mark.parametrize("n", SIZES, ids=lambda n: f"n{n}")
+@pytest.mark.parametrize("n", suite.SIZES, ids=lambda n: f"n{n}")
 @pytest.mark.parametrize("listing", SIZED, ids=lambda lst: lst.id)
 def test_correct_at_size(listing, n, tmp_path, gpu_ready):
     _, report = _run_and_store(listing, f"n={n}", tmp_path, "--n", str(n))
@@ -73,52 +74,54 @@ def test_runs(listing, tmp_path, gpu_ready):
 
 def _sanitize(listing, tool, print_limit):
     """Run a listing under `compute-sanitizer --tool <tool>` at a small size;
-    exit code 99 means the tool reported an error. Returns (process, n)."""
+    exit code 99 means the tool reported an error. Returns (process, n, wall_s)."""
     sanitizer = sanitizer_path()
     if sanitizer is None:
         skip_or_fail("compute-sanitizer not found (it ships with the CUDA toolkit)")
-    args = ["--n", str(SANITIZER_N)] if DESCRIPTIONS[listing.id]["sized"] else []
+    args = ["--n", str(suite.SANITIZER_N)] if DESCRIPTIONS[listing.id]["sized"] else []
     # Only the listing's own process is traced: a listing that demonstrates a
     # crash does so in child processes, which would otherwise count as its errors.
     prefix = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", str(print_limit),
               "--target-processes", "application-only"]
-    with gpu_lock(exclusive=False):
-        r = run_listing(listing, *args, prefix=prefix, env={"CUDABOOK_SANITIZER": tool})
+    t0 = time.perf_counter()
+    r = run_listing(listing, *args, prefix=prefix, env={"CUDABOOK_SANITIZER": tool})
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())
-    return r, SANITIZER_N if args else None
+    return r, suite.SANITIZER_N if args else None, round(time.perf_counter() - t0, 2)
 
 
-@pytest.mark.parametrize("tool", SANITIZER_TOOLS)
+@pytest.mark.parametrize("tool", suite.SANITIZER_TOOLS)
 @pytest.mark.parametrize("listing", KERNELS, ids=lambda lst: lst.id)
-def test_sanitizer(listing, tool, tmp_path, gpu_ready):
-    r, n = _sanitize(listing, tool, print_limit=20)
-    summary = [ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR SUMMARY" in ln or "RACECHECK SUMMARY" in ln]
-    ok = r.returncode == 0 and bool(summary) and all(" 0 error" in ln or " 0 hazard" in ln for ln in summary)
-    store(listing, f"sanitizer:{tool}", {"passed": ok, "n": n,
-                                          "summary": summary[-1].strip() if summary else None})
+def test_sanitizer(listing, tool, gpu_ready):
+    r, n, wall = _sanitize(listing, tool, print_limit=20)
+    lines = (r.stdout + r.stderr).splitlines()
+    summary = [ln.strip() for ln in lines if record.ANY_SUMMARY.match(ln.strip())]
+    ok = r.returncode == 0 and bool(summary) and all(record.CLEAN_SUMMARY.match(s) for s in summary)
+    store(listing, f"sanitizer:{tool}", {"tool": tool, "n": n, "passed": ok,
+                                          "summary": summary[-1] if summary else None, "wall_s": wall})
     assert ok, f"compute-sanitizer --tool {tool} on {listing.id}:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
 
 
 @pytest.mark.parametrize("listing", BROKEN, ids=lambda lst: lst.id)
 def test_broken_listing_is_caught(listing, gpu_environment):
     """A deliberately broken listing must be caught by the sanitizer tool its
-    docstring names; its report is kept for the book to show."""
-    tool = DESCRIPTIONS[listing.id]["broken"]
-    r, n = _sanitize(listing, tool, print_limit=3)
+    docstring names, with the error class it names; its report is kept for
+    the book to show."""
+    tool, error = listing.expectation
+    r, n, _ = _sanitize(listing, tool, print_limit=3)
     text = r.stdout + r.stderr
-    caught = r.returncode == 99 and "ERROR SUMMARY: 0 errors" not in text and "========= " in text
     report = "\n".join(ln for ln in text.splitlines() if ln.startswith("=========")) or text[-3000:]
-    store(listing, f"broken:{tool}", {"passed": caught, "report": report[:6000], "n": n,
-                                       "environment": gpu_environment})
-    assert caught, f"compute-sanitizer --tool {tool} did not catch {listing.id}:\n{text[-3000:]}"
+    counted = re.search(r"^========= (ERROR|RACECHECK) SUMMARY: [1-9]", report, re.M)
+    caught = r.returncode == 99 and error in report and bool(counted)
+    store(listing, f"broken:{tool}", {"tool": tool, "error": error, "n": n, "passed": caught,
+                                       "report": report[:6000], "environment": gpu_environment})
+    assert caught, f"compute-sanitizer --tool {tool} did not report {error!r} in {listing.id}:\n{text[-3000:]}"
 
 
 @pytest.mark.parametrize("listing", BENCHED, ids=lambda lst: lst.id)
 def test_benchmark(listing, tmp_path, gpu_ready):
-    r, report = _run_and_store(listing, "bench", tmp_path, "--bench", exclusive=True)
+    r, report = _run_and_store(listing, "bench", tmp_path, "--bench")
     assert report["benchmarks"] or report["facts"], f"{listing.id} --bench timed nothing"
-    print(r.stdout)
 
 
 CHAPTERS = sorted({lst.chapter for lst in LISTINGS})
@@ -127,8 +130,7 @@ CHAPTERS = sorted({lst.chapter for lst in LISTINGS})
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_notebook_executes(chapter, gpu_ready):
     """Execute the chapter's companion notebook and store it with its outputs."""
-    with gpu_lock(exclusive=True):  # the notebook benchmarks too
-        r = run_module("cudabook.notebooks", "execute", chapter)
+    r = run_module("cudabook.notebooks", "execute", chapter, timeout=900)
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())
     assert r.returncode == 0, f"notebook for {chapter} failed:\n{r.stdout}\n{r.stderr[-4000:]}"
@@ -138,7 +140,7 @@ def test_doctor_on_gpu(gpu_ready):
     """doctor passes on a GPU machine; its output is kept for the book."""
     r = run_module("cudabook", "doctor", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    out_root = Path(os.environ.get("CUDABOOK_RESULTS", ROOT / "results"))
-    out_root.mkdir(parents=True, exist_ok=True)
-    (out_root / "doctor.json").write_text(json.dumps({"date": records.utc_now(), "output": r.stdout},
-                                                     indent=1) + "\n")
+    out = results_root()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "doctor.json").write_text(json.dumps({"date": record.utc_now(), "output": r.stdout},
+                                                indent=1) + "\n")

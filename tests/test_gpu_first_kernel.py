@@ -13,14 +13,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, run_listing, skip_or_fail
+from gpu_harness import ROOT, gpu_ready, run_listing, skip_or_fail  # noqa: F401
 
-from cudabook import records
+from cudabook import listings
 from cudabook.gpu import EXIT_SKIPPED
 
 pytestmark = pytest.mark.gpu
 
-QUERY = records.Listing("first_kernel", "device_query")
+QUERY = listings.find("first_kernel/device_query")
 ADDS = ["add_one_per_thread", "add_grid_stride", "add_vectorized"]
 
 
@@ -35,7 +35,9 @@ def test_device_query_agrees_with_torch_and_nvidia_smi(tmp_path, gpu_ready):
         import torch
     except ImportError:
         torch = None
-    if torch is not None and torch.cuda.is_available():
+    if torch is None or not torch.cuda.is_available():
+        skip_or_fail("torch with CUDA is not installed, so there is nothing to compare the query with")
+    else:
         p = torch.cuda.get_device_properties(0)
         assert facts["name"] == p.name
         assert facts["compute_capability"] == f"{p.major}.{p.minor}"
@@ -44,9 +46,9 @@ def test_device_query_agrees_with_torch_and_nvidia_smi(tmp_path, gpu_ready):
         assert facts["l2_bytes"] == p.L2_cache_size
         assert facts["warp_size"] == getattr(p, "warp_size", 32)
     smi = shutil.which("nvidia-smi")
-    if smi is None and torch is None:
-        pytest.skip("neither torch nor nvidia-smi is available to compare with")
-    if smi is not None:
+    if smi is None:
+        skip_or_fail("nvidia-smi is not installed, so there is nothing to compare the query with")
+    else:
         q = subprocess.run([smi, "--id=0", "--query-gpu=name,memory.total,clocks.max.sm,clocks.max.memory",
                             "--format=csv,noheader,nounits"], capture_output=True, text=True)
         assert q.returncode == 0, q.stderr

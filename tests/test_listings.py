@@ -41,7 +41,10 @@ def test_layout(listing):
 @pytest.mark.parametrize("listing", LISTINGS, ids=lambda lst: lst.id)
 def test_without_gpu_says_why_and_exits_77(listing, tmp_path):
     """With PyCUDA hidden, a listing prints one line naming what is missing
-    and exits 77 ("skipped"), never 0."""
+    first (on a machine with no NVIDIA driver, the driver; else PyCUDA) and
+    exits 77 ("skipped"), never 0."""
+    from cudabook.gpu import _driver_library
+
     (tmp_path / "pycuda").mkdir()
     (tmp_path / "pycuda" / "__init__.py").write_text("raise ImportError('hidden for this test')\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
@@ -49,7 +52,9 @@ def test_without_gpu_says_why_and_exits_77(listing, tmp_path):
                        cwd=ROOT, timeout=120)
     assert r.returncode == EXIT_SKIPPED, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("SKIPPED: PyCUDA is not installed"), r.stderr
+    first = ("SKIPPED: no NVIDIA driver on this machine" if _driver_library() is not None
+             else "SKIPPED: PyCUDA is not installed")
+    assert len(lines) == 1 and lines[0].startswith(first), r.stderr
 
 
 @pytest.mark.parametrize("listing", LISTINGS, ids=lambda lst: lst.id)
@@ -84,14 +89,38 @@ def test_vector_add_default_sizes_are_awkward(listing):
     assert "n=1_000_003" in src and "bench_n=200_000_003" in src
 
 
+def test_listings_that_measure_the_hardware_ask_for_the_gpu_alone():
+    """A listing whose plain run measures the hardware (bandwidth, block
+    scheduling) calls cb.gpu_alone(), so a suite that shares the GPU gives
+    it the machine to itself."""
+    for lid in ("ram_vram/bandwidth_meter", "ram_vram/ex3_copy_size", "threads_warps/block_placement",
+                "threads_warps/ex1_tail_effect", "threads_warps/ex3_smem_limit"):
+        assert "cb.gpu_alone()" in _listing(lid).py.read_text(), lid
+    assert "cb.gpu_alone()" not in _listing("first_kernel/add_vectorized").py.read_text()
+
+
+def test_cpu_baselines_are_the_fast_honest_ones():
+    """No general power function for a small integer power, and results
+    written into arrays allocated once (np.add(..., out=)), as a careful CPU
+    programmer would write them."""
+    for lid in ("why_gpus/gelu_cpu_vs_gpu", "why_gpus/ex1_add_one_crossover"):
+        src = _listing(lid).py.read_text()
+        body = src.split("# --8<-- [start:", 1)[1]
+        assert "**" not in body.split("def reference", 1)[0], lid
+        assert "out=" in src, lid
+
+
 def _listing(lid):
     return next(lst for lst in LISTINGS if lst.id == lid)
 
 
-def test_gelu_reference_against_math_tanh():
+def test_gelu_reference_and_numpy_version_against_math_tanh():
     mod = _load(_listing("why_gpus/gelu_cpu_vs_gpu"))
     x = np.random.default_rng(3).standard_normal(500).astype(np.float32)
     ref = mod.reference(x)
+    y = np.full_like(x, np.nan)
+    mod.gelu_numpy(x, y, np.empty_like(x))
+    assert mod.cb.compare("numpy gelu", y, ref, k=8, scale=np.abs(x)).passed
     k = math.sqrt(2 / math.pi)
     for i in range(x.size):
         v = float(x[i])
@@ -102,8 +131,16 @@ def test_gelu_crossover_logic():
     mod = _load(_listing("why_gpus/gelu_cpu_vs_gpu"))
     rows = [{"n": 1, "cpu_ms": 1, "g": 2}, {"n": 2, "cpu_ms": 3, "g": 2},
             {"n": 3, "cpu_ms": 1, "g": 2}, {"n": 4, "cpu_ms": 9, "g": 2}]
-    assert mod.crossover(rows, "g") == 4  # from n=4 on the GPU always wins
-    assert mod.crossover(rows[:3], "g") is None
+    assert mod.crossover(rows, "g", "cpu_ms") == 4  # from n=4 on the GPU always wins
+    assert mod.crossover(rows[:3], "g", "cpu_ms") is None
+
+
+def test_warp_rotate_reference():
+    mod = _load(_listing("threads_warps/warp_sync"))
+    x = np.arange(70, dtype=np.float32)
+    ref = mod.reference(x)
+    assert ref[0] == 1 and ref[31] == 0 and ref[32] == 33 and ref[63] == 32
+    assert ref[64] == 65 and ref[69] == 0          # lane 5 of a partial warp: its neighbour is past the end
 
 
 def test_overlap_reference_against_a_python_loop():

@@ -1,41 +1,62 @@
 """The GPU suite's record writer, fed staged results by hand (no GPU): a
-listing gets a record only when every one of its GPU tests ran, and the
-record fails when any of them failed."""
+listing gets a record only when every one of its GPU tests ran, the record
+fails when any of them failed, and a record the writer makes passes the
+CPU's consistency check."""
 
 from __future__ import annotations
 
 import json
 import shutil
 
-import conftest
-from conftest import LISTINGS, ROOT, expected_keys, store
+import gpu_harness
+from conftest import DESCRIPTIONS, LISTINGS, ROOT
+from gpu_harness import required_runs, store
 
-from cudabook import records
+from cudabook import check, listings, record
+
+ENV = {"gpu": "Test GPU", "compute_capability": "9.0", "sm_count": 132, "driver": "1.0", "cuda": "13.0",
+       "nvcc": "13.0, V13.0.88", "pycuda": "2026.1", "python": "3.12.3", "numpy": "2.5.2"}
+
+
+def _run_value(key, passed=True):
+    n = int(key[2:]) if key.startswith("n=") else None
+    c = check.CheckResult(name="c = a + b", n=n or 1, passed=passed, k=1, u=2**-24,
+                          worst_ratio=0.5 if passed else 2.0, outside=0 if passed else 1)
+    argv = (["--n", str(n)] if n else ["--bench"] if key == "bench" else []) + ["--seed", "1"]
+    return {"argv": argv, "n": n, "seed": 1, "budget_ms": None, "passed": passed,
+            "checks": [c.as_dict()], "benchmarks": [], "facts": {"x": 1} if key == "bench" else {},
+            "environment": ENV, "wall_s": 0.1, "stdout": c.line() + "\n"}
 
 
 def _stage_all(listing, passed=True):
-    for key in expected_keys(listing):
-        value = {"passed": passed, "environment": {"gpu": "Test GPU", "compute_capability": "9.0"}}
-        if key.startswith(("n=", "run")):
-            value["checks"] = [{"rel_err": 1e-8, "passed": passed}]
-        store(listing, key, value)
+    for key in sorted(required_runs(listing)):
+        if key.startswith("sanitizer:"):
+            tool = key.split(":")[1]
+            summary = "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" \
+                if tool == "racecheck" else "========= ERROR SUMMARY: 0 errors"
+            store(listing, key, {"tool": tool, "n": 1027, "passed": passed, "summary": summary, "wall_s": 1.0})
+        else:
+            store(listing, key, _run_value(key, passed))
 
 
-def test_complete_listing_gets_a_record(tmp_path, monkeypatch):
+def test_complete_listing_gets_a_consistent_record(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDABOOK_STAGING", str(tmp_path / "staging"))
     monkeypatch.setenv("CUDABOOK_RESULTS", str(tmp_path / "results"))
-    listing = next(lst for lst in LISTINGS if lst.cu is not None)
+    listing = next(lst for lst in LISTINGS if lst.id == "first_kernel/add_one_per_thread")
     _stage_all(listing)  # the last store writes the record by itself
-    rec = json.loads((tmp_path / "results" / listing.chapter / f"{listing.name}.json").read_text())
-    assert rec["passed"] and rec["hash"] == records.content_hash(listing)
-    assert rec["worst_rel_err"] == 1e-8 and set(rec["sanitizer"]) == set(conftest.SANITIZER_TOOLS)
+    path = tmp_path / "results" / listing.chapter / f"{listing.name}.json"
+    rec = record.from_dict(json.loads(path.read_text()))
+    assert rec.passed and rec.worst_ratio == 0.5
+    assert set(rec.sanitizer) == {"memcheck", "racecheck", "initcheck", "synccheck"}
+    found = record.problems(listing, rec, DESCRIPTIONS[listing.id])
+    assert found == [], found
 
 
 def test_incomplete_listing_gets_none_and_failure_is_recorded(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDABOOK_STAGING", str(tmp_path / "staging"))
     monkeypatch.setenv("CUDABOOK_RESULTS", str(tmp_path / "results"))
-    a, b = [lst for lst in LISTINGS if lst.cu is not None][:2]
-    store(a, "n=1", {"passed": True})  # one test of many: no record
+    a, b = [lst for lst in LISTINGS if lst.cu is not None and not lst.broken_tool][:2]
+    store(a, "n=1", _run_value("n=1"))  # one test of many: no record
     _stage_all(b, passed=False)
     assert not (tmp_path / "results" / a.chapter / f"{a.name}.json").exists()
     assert json.loads((tmp_path / "results" / b.chapter / f"{b.name}.json").read_text())["passed"] is False
@@ -47,16 +68,20 @@ def test_broken_listing_record(tmp_path, monkeypatch):
     root = tmp_path / "tree"
     (root / "code" / "demo").mkdir(parents=True)
     shutil.copytree(ROOT / "code" / "cudabook", root / "code" / "cudabook")
+    shutil.copytree(ROOT / "tests", root / "tests")
     (root / "code" / "demo" / "broken_oob.py").write_text(
-        '"""An out-of-bounds write.\n\nExpect: compute-sanitizer --tool memcheck reports it\n"""\n')
+        '"""An out-of-bounds write.\n\nExpect: compute-sanitizer --tool memcheck reports '
+        '"Invalid __global__ write" in k.\n"""\n')
     (root / "code" / "demo" / "broken_oob.cu").write_text("// k\n")
-    fake = records.Listing("demo", "broken_oob", root)
-    assert fake.broken_tool == "memcheck"
+    fake = listings.Listing("demo", "broken_oob", root)
+    assert fake.expectation == ("memcheck", "Invalid __global__ write")
     monkeypatch.setenv("CUDABOOK_STAGING", str(tmp_path / "staging"))
     monkeypatch.setenv("CUDABOOK_RESULTS", str(tmp_path / "results"))
-    monkeypatch.setattr(conftest, "LISTINGS", [fake])
-    monkeypatch.setitem(conftest.DESCRIPTIONS, fake.id, {"sized": True, "bench": False, "broken": "memcheck"})
-    assert expected_keys(fake) == {"broken:memcheck"}
-    store(fake, "broken:memcheck", {"passed": True, "report": "========= Invalid __global__ write of size 4"})
-    rec = json.loads((tmp_path / "results" / "demo" / "broken_oob.json").read_text())
-    assert rec["passed"] and rec["broken"] == "memcheck" and "Invalid __global__ write" in rec["broken_report"]
+    monkeypatch.setitem(DESCRIPTIONS, fake.id, {"sized": True, "bench": False, "broken": "memcheck", "error": None})
+    assert required_runs(fake) == {"broken:memcheck"}
+    report = "========= Invalid __global__ write of size 4\n========= ERROR SUMMARY: 1 error"
+    store(fake, "broken:memcheck", {"tool": "memcheck", "error": "Invalid __global__ write", "n": 1027,
+                                    "passed": True, "report": report, "environment": ENV})
+    rec = record.from_dict(json.loads((tmp_path / "results" / "demo" / "broken_oob.json").read_text()))
+    assert rec.passed and rec.broken.tool == "memcheck" and "Invalid __global__ write" in rec.broken.report
+    assert gpu_harness.staged()["demo/broken_oob"]["broken:memcheck"]["passed"]

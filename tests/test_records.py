@@ -1,107 +1,252 @@
-"""The freshness gate: every listing has a passing GPU record that matches
-its code. A listing changed since its last GPU run fails here, with the
-command that re-verifies it."""
+"""The freshness gate, on the CPU: every listing has a GPU record that is
+complete, current and consistent with itself, and a record that was edited
+by hand, cut down, or left behind by a code change fails, naming the record
+and the field."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
+import tomllib
 
 import pytest
-from conftest import LISTINGS, ROOT
+from conftest import DESCRIPTIONS, LISTINGS, ROOT
 
-from cudabook import records
+from cudabook import hashing, listings, record, suite
 
 
 @pytest.mark.parametrize("listing", LISTINGS, ids=lambda lst: lst.id)
-def test_listing_has_current_passing_gpu_record(listing):
-    state, rec = records.status(listing)
-    msg = {
-        "missing": f"{listing.id} has never been run on a GPU (no {listing.rel(listing.record_path)})",
-        "stale": f"{listing.id} changed since its GPU record was made",
-        "failed": f"{listing.id} failed its last GPU run",
-    }.get(state)
-    assert state == "current", f"{msg}. Re-verify {records.reverify_command(listing)}"
-    assert rec["listing"] == listing.id
-    assert rec["environment"].get("gpu"), "a record must name its GPU"
-    assert rec["files"] == [listing.rel(p) for p in records.hashed_files(listing)]
-    if listing.broken_tool:
-        assert rec["broken"] == listing.broken_tool and rec["broken_report"]
-    elif listing.cu is not None:
-        assert set(rec["sanitizer"]) == {"memcheck", "racecheck", "initcheck", "synccheck"}
-        assert all(v["passed"] for v in rec["sanitizer"].values())
+def test_listing_has_a_current_consistent_record(listing):
+    rec = record.load(listing)
+    assert rec is not None, (f"{listing.id} has never been run on a GPU (no {listing.rel(listing.record_path)}). "
+                             f"Re-verify {record.reverify_command(listing)}")
+    found = record.problems(listing, rec, DESCRIPTIONS[listing.id])
+    assert not found, "\n".join(found) + f"\nRe-verify {record.reverify_command(listing)}"
+    assert rec.passed, f"{listing.id} failed its last GPU run. Re-verify {record.reverify_command(listing)}"
+
+
+def test_no_orphan_files_under_code():
+    """Every file under code/<chapter>/ is a listing's .py or .cu, or a helper
+    (`_name`) that some listing uses, and so is hashed into its record."""
+    assert listings.orphans() == []
 
 
 @pytest.fixture
 def tree(tmp_path):
-    """A copy of the book's code, docs and records to edit."""
+    """A copy of the book's code, tests, chapters and records to edit."""
     for d in ("code", "results", "docs", "chapters", "tests"):
         shutil.copytree(ROOT / d, tmp_path / d, ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path
 
 
-def test_hash_follows_listing_and_runtime_helpers_only(tree):
-    lst = records.discover(tree)[0]
-    before = records.content_hash(lst)
+def _copy(tree, listing_id):
+    return listings.find(listing_id, tree)
+
+
+# --- forgeries -----------------------------------------------------------------
+
+def _forge(lst, edit):
+    d = json.loads(lst.record_path.read_text())
+    edit(d)
+    lst.record_path.write_text(json.dumps(d, indent=1))
+    return record.problems(lst, record.load(lst), DESCRIPTIONS[lst.id])
+
+
+def test_a_hand_edited_speed_fails(tree):
+    """Forgery 1: bytes_per_s of add_vectorized edited from 4.378e12 to 5.378e12."""
+    lst = _copy(tree, "first_kernel/add_vectorized")
+    assert record.problems(lst, record.load(lst), DESCRIPTIONS[lst.id]) == []
+
+    def edit(d):
+        bench = next(r for r in d["runs"] if r["key"] == "bench")
+        bench["benchmarks"][0]["bytes_per_s"] += 1e12
+    found = _forge(lst, edit)
+    assert any("results/first_kernel/add_vectorized.json" in p and "benchmarks[0].bytes_per_s" in p
+               for p in found), found
+
+
+def test_a_consistent_hand_edit_still_shows_in_the_output(tree):
+    """The same forgery with the timing edited to match: the printed line in
+    the recorded output no longer matches the fields."""
+    lst = _copy(tree, "first_kernel/add_vectorized")
+
+    def edit(d):
+        b = next(r for r in d["runs"] if r["key"] == "bench")["benchmarks"][0]
+        b["timing"]["median_ms"] *= 0.8
+        for k in ("p20_ms", "min_ms"):
+            b["timing"][k] = min(b["timing"][k], b["timing"]["median_ms"])
+        b["bytes_per_s"] /= 0.8
+        b["fraction_of_ceiling"] /= 0.8
+        b["baseline"]["ratio"] /= 0.8
+    found = _forge(lst, edit)
+    assert any("benchmarks[0]: the recorded output does not show its figures" in p for p in found), found
+
+
+def test_a_cut_down_record_with_a_made_up_summary_and_another_gpu_fails(tree):
+    """Forgery 3: a record cut down to its n=1 run, with a made-up sanitizer
+    summary and the GPU renamed."""
+    lst = _copy(tree, "first_kernel/add_vectorized")
+
+    def edit(d):
+        d["runs"] = [r for r in d["runs"] if r["key"] == "n=1"]
+        d["sanitizer"]["memcheck"]["summary"] = "clean"
+        d["environment"]["gpu"] = "NVIDIA B200"
+    found = "\n".join(_forge(lst, edit))
+    assert "add_vectorized.json: runs: has" in found
+    assert "sanitizer.memcheck.summary = 'clean' is not a compute-sanitizer summary line" in found
+    assert "runs[0] (n=1).environment differs from the record's in ['gpu']" in found
+
+
+def test_a_changed_kernel_makes_its_record_stale(tree):
+    """Forgery 2 without the forger's last step: a kernel changed to compute
+    a - b, its record untouched, is stale. (With the hash recomputed by hand
+    as well, only a GPU can tell: the GPU workflow re-runs the listing, and its
+    check of c = a + b fails; docs/verification.md says so.)"""
+    lst = _copy(tree, "first_kernel/add_vectorized")
+    lst.cu.write_text(lst.cu.read_text().replace("x.x + y.x", "x.x - y.x"))
+    assert record.status(lst)[0] == "stale"
+    assert any("hash: first_kernel/add_vectorized changed" in p
+               for p in record.problems(lst, record.load(lst), DESCRIPTIONS[lst.id]))
+
+
+def test_a_record_with_an_unknown_field_is_refused(tree):
+    lst = _copy(tree, "first_kernel/add_vectorized")
+    d = json.loads(lst.record_path.read_text())
+    d["verified_by"] = "me"
+    lst.record_path.write_text(json.dumps(d))
+    with pytest.raises(record.RecordError, match=r"add_vectorized.json: unknown field\(s\) \['verified_by'\]"):
+        record.load(lst)
+
+
+# --- what the hash covers --------------------------------------------------------
+
+def test_hash_ignores_comments_docstrings_blank_lines_docs_and_tests(tree):
+    lst = _copy(tree, "first_kernel/add_vectorized")
+    before = hashing.content_hash(lst)
     (tree / "docs" / "index.md").write_text("edited\n")
     (tree / "chapters" / lst.chapter / "index.md").write_text("edited\n")
     (tree / "code" / "cudabook" / "mkdocs_hooks.py").write_text("# edited\n")
-    (tree / "tests" / "conftest.py").write_text("# edited\n")
-    assert records.content_hash(lst) == before, "docs, site and tests must not invalidate records"
-    lst.py.write_text(lst.py.read_text() + "\n# edited\n")
-    assert records.content_hash(lst) != before
-    lst.py.write_text(lst.py.read_text().removesuffix("\n# edited\n"))
-    assert records.content_hash(lst) == before
-    (tree / "code" / "cudabook" / "check.py").write_text("# edited\n")
-    assert records.content_hash(lst) != before
+    (tree / "tests" / "test_book.py").write_text("# edited\n")
+    py = lst.py.read_text()
+    lst.py.write_text(py.replace('"""Vector add', '"""A new docstring.\n\nVector add', 1)
+                      + "\n\n# a comment\n")
+    lst.cu.write_text("// a new first comment\n" + lst.cu.read_text().replace("{", "{  /* note */", 1))
+    helper = tree / "code" / "cudabook" / "check.py"
+    helper.write_text(helper.read_text().replace("import math\n", "import math  # for sqrt\n\n"))
+    assert hashing.content_hash(lst) == before, "prose, comments, docs, site and tests must not make records stale"
+    lst.cu.write_text(lst.cu.read_text().replace("x.x + y.x", "x.x - y.x"))
+    assert hashing.content_hash(lst) != before
 
 
-def test_stale_listing_is_named_with_the_command(tree):
-    lst = next(x for x in records.discover(tree) if x.cu is not None)
-    assert records.status(lst)[0] == "current"
-    lst.cu.write_text(lst.cu.read_text() + "\n// edited\n")
-    state, _ = records.status(lst)
-    assert state == "stale"
-    cmd = records.reverify_command(lst)
-    assert "REQUIRE_GPU=1 python -m pytest -m gpu" in cmd and lst.name in cmd
-    lst.record_path.unlink()
-    assert records.status(lst)[0] == "missing"
+def test_hash_follows_runtime_helpers_but_not_unused_ones(tree):
+    lst = _copy(tree, "first_kernel/add_vectorized")
+    names = [p.name for p in hashing.hashed_files(lst)]
+    assert "roofline.py" not in names and "mkdocs_hooks.py" not in names and "record.py" not in names
+    assert {"__init__.py", "check.py", "bench.py", "listing_cli.py", "lock.py"} <= set(names)
+    before = hashing.content_hash(lst)
+    (tree / "code" / "cudabook" / "roofline.py").write_text("x = 1\n")
+    assert hashing.content_hash(lst) == before
+    helper = tree / "code" / "cudabook" / "check.py"
+    helper.write_text(helper.read_text().replace("_CHUNK = 1 << 22", "_CHUNK = 1 << 20"))
+    assert hashing.content_hash(lst) != before
 
 
-def test_badge_text_from_a_record():
-    rec = {"environment": {"gpu": "NVIDIA H200", "compute_capability": "9.0", "cuda": "13.0"},
-           "date": "2026-11-30T10:00:00Z",
-           "benchmark": {"benchmarks": [{"bytes_per_s": 4.1e12, "fraction_of_ceiling": 0.953,
-                                         "baseline": {"name": "torch.add", "ratio": 0.99}}]}}
-    assert records.badge_text(rec) == ("NVIDIA H200 · sm_90 · CUDA 13.0 · 2026-11-30 · "
-                                       "4.10 TB/s (95% of copy, 0.99x torch.add)")
-    del rec["benchmark"]
-    assert records.badge_text(rec) == "NVIDIA H200 · sm_90 · CUDA 13.0 · 2026-11-30"
+def test_suite_change_makes_records_stale(tree):
+    lst = _copy(tree, "first_kernel/add_vectorized")
+    before = hashing.suite_hash(tree)
+    s = tree / "code" / "cudabook" / "suite.py"
+    s.write_text(s.read_text().replace("SANITIZER_N = 1027", "SANITIZER_N = 1029"))
+    assert hashing.suite_hash(tree) != before
+    assert record.status(lst)[0] == "stale"
 
 
-def test_broken_listing_badge():
-    rec = {"broken": "racecheck", "environment": {"gpu": "NVIDIA H200"}, "date": "2026-11-30T00:00:00Z"}
-    assert records.badge_text(rec) == ("broken on purpose: compute-sanitizer --tool racecheck catches it · "
-                                       "NVIDIA H200 · 2026-11-30")
+def test_imports_are_read_from_the_syntax_tree(tree):
+    """Parenthesised, multi-line and importlib imports all count; a name in a
+    string or a comment does not."""
+    ch = tree / "code" / "first_kernel"
+    (ch / "demo_imports.py").write_text(
+        '"""x\n\nRun: x\n"""\nimport importlib\n'
+        "from first_kernel.add_one_per_thread import (\n    add,\n    reference,\n)\n"
+        'mod = importlib.import_module("add_grid_stride")\n'
+        '# import add_vectorized\ntext = "import ex4_saxpy"\n')
+    lst = listings.find("first_kernel/demo_imports", tree)
+    assert [d.id for d in listings.uses(lst)] == ["first_kernel/add_grid_stride", "first_kernel/add_one_per_thread"]
+    assert listings.launches_kernels(lst)
 
 
-def test_hash_follows_the_listings_a_listing_imports(tree):
-    """An exercise that reuses a chapter listing goes stale when that listing
-    changes, whichever way it imports it."""
-    by_id = {lst.id: lst for lst in records.discover(tree)}
-    assert [d.id for d in records.uses(by_id["first_kernel/ex1_block_size"])] == ["first_kernel/add_one_per_thread"]
-    assert [d.id for d in records.uses(by_id["threads_warps/ex1_tail_effect"])] == ["threads_warps/block_placement"]
-    assert records.uses(by_id["first_kernel/add_one_per_thread"]) == []
-    before = records.content_hash(by_id["threads_warps/ex1_tail_effect"])
+def test_helper_file_is_hashed_into_its_users_and_orphans_are_found(tree):
+    ch = tree / "code" / "threads_warps"
+    (ch / "_shared.py").write_text("X = 1\n")
+    (ch / "notes.txt").write_text("scratch\n")
+    assert {p.name for p in listings.orphans(tree)} == {"_shared.py", "notes.txt"}
+    user = listings.find("threads_warps/warp_sum", tree)
+    before = hashing.content_hash(user)
+    user.py.write_text(user.py.read_text().replace("import numpy as np\n", "import numpy as np\nimport _shared\n", 1))
+    assert {p.name for p in listings.orphans(tree)} == {"notes.txt"}
+    h1 = hashing.content_hash(user)
+    (ch / "_shared.py").write_text("X = 2\n")
+    assert hashing.content_hash(user) != h1 != before
+
+
+def test_exercise_goes_stale_when_the_listing_it_imports_changes(tree):
+    by_id = {lst.id: lst for lst in listings.discover(tree)}
+    assert [d.id for d in listings.uses(by_id["threads_warps/ex1_tail_effect"])] == ["threads_warps/block_placement"]
+    assert listings.uses(by_id["first_kernel/add_one_per_thread"]) == []
+    before = hashing.content_hash(by_id["threads_warps/ex1_tail_effect"])
     cu = tree / "code" / "threads_warps" / "block_placement.cu"
-    cu.write_text(cu.read_text() + "\n// edited\n")
-    assert records.content_hash(by_id["threads_warps/ex1_tail_effect"]) != before
+    cu.write_text(cu.read_text().replace("spin_cycles", "spin_cycles + 0", 1))
+    assert hashing.content_hash(by_id["threads_warps/ex1_tail_effect"]) != before
 
 
-def test_listings_that_measure_the_hardware_ask_for_the_gpu_alone():
-    by_id = {lst.id: lst for lst in records.discover()}
-    assert by_id["ram_vram/bandwidth_meter"].needs_gpu_alone
-    assert by_id["threads_warps/block_placement"].needs_gpu_alone
-    assert not by_id["first_kernel/add_vectorized"].needs_gpu_alone
+def test_listings_that_launch_a_kernel_elsewhere_are_sanitized():
+    """The exercises that reuse another listing's kernel run under the
+    sanitizer too."""
+    by_id = {lst.id: lst for lst in LISTINGS}
+    for lid in ("first_kernel/ex1_block_size", "threads_warps/ex3_smem_limit", "threads_warps/ex1_tail_effect",
+                "kernels_go_wrong/ex3_check_block", "kernels_go_wrong/validate_inputs",
+                "ram_vram/ex1_chunk_count", "ram_vram/ex2_pageable_overlap", "why_gpus/ex3_one_copy"):
+        assert by_id[lid].cu is None and listings.launches_kernels(by_id[lid]), lid
+    assert not listings.launches_kernels(by_id["first_kernel/device_query"])
+
+
+def test_stale_message_gives_the_command(tree):
+    lst = _copy(tree, "first_kernel/add_vectorized")
+    cmd = record.reverify_command(lst)
+    assert "REQUIRE_GPU=1 python -m pytest -m gpu -n 16 --stale" in cmd
+    assert "chapters/first_kernel/first_kernel.ipynb" in cmd
+    lst.record_path.unlink()
+    assert record.status(lst)[0] == "missing"
+
+
+def test_records_name_the_pinned_compiler():
+    """The compile checks use the nvcc pinned in pyproject.toml: it must be
+    the CUDA release (major.minor) that made the records."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        dev = tomllib.load(f)["project"]["optional-dependencies"]["dev"]
+    pin = next(d for d in dev if d.startswith("nvidia-cuda-nvcc=="))
+    major_minor = ".".join(pin.split("==")[1].split(".")[:2])
+    for lst in LISTINGS:
+        rec = record.load(lst)
+        if rec is None:
+            continue
+        nvcc = rec.environment.get("nvcc", "")
+        got = re.match(r"(\d+\.\d+)", nvcc)
+        assert got and got.group(1) == major_minor, \
+            f"{lst.rel(lst.record_path)}: environment.nvcc = {nvcc!r}, but pyproject.toml pins {pin}"
+
+
+def test_required_runs():
+    assert suite.required_runs(sized=True, bench=True, kernels=True, broken_tool=None) == \
+        {f"n={n}" for n in suite.SIZES} | {f"sanitizer:{t}" for t in suite.SANITIZER_TOOLS} | {"bench"}
+    assert suite.required_runs(sized=False, bench=False, kernels=False, broken_tool=None) == {"run"}
+    assert suite.required_runs(sized=True, bench=False, kernels=True, broken_tool="racecheck") == {"broken:racecheck"}
+
+
+def test_badge_text():
+    rec = record.from_dict(json.loads((ROOT / "results/first_kernel/add_vectorized.json").read_text()))
+    text = record.badge_text(rec)
+    assert text.startswith(f"{rec.gpu} · sm_") and "% of copy" in text and rec.date[:10] in text
 
 
 def test_sanitizer_report_keeps_python_frames_only():

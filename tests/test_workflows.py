@@ -1,7 +1,9 @@
 """The GitHub Actions workflow: valid against the published schema (checked
 offline by check-jsonschema), and shaped as the book needs: CPU checks on
-every pull request, the GPU suite only on the self-hosted GPU runner and
-never for forks, and a deploy from main only after both passed."""
+every pull request; the GPU suite only on the self-hosted GPU runner and
+never for forks, comparing its records with the committed ones and
+attesting their provenance; and a deploy, from main only after both passed,
+of the site the GPU job built from its own records."""
 
 from __future__ import annotations
 
@@ -34,8 +36,13 @@ def test_book_workflow_shape():
     assert set(gpu["runs-on"]) == {"self-hosted", "gpu"}
     assert "head.repo.full_name == github.repository" in gpu["if"]
     assert 'REQUIRE_GPU: "1"' in (ROOT / ".github/workflows/book.yml").read_text()
-    assert any("upload-artifact" in str(s.get("uses")) for s in gpu["steps"])
+    steps = " ".join(str(s) for s in gpu["steps"])
+    assert "compare-records" in steps, "the GPU job must compare its records with the committed ones"
+    assert "attest-build-provenance" in steps and gpu["permissions"]["attestations"] == "write"
+    assert "upload-pages-artifact" in steps and "mkdocs build --strict" in steps
+    assert steps.index("compare-records") < steps.index("upload-pages-artifact")
     deploy = jobs["deploy"]
     assert set(deploy["needs"]) == {"cpu", "gpu"}
     assert "refs/heads/main" in deploy["if"] and "push" in deploy["if"]
-    assert any("deploy-pages" in str(s.get("uses")) for s in deploy["steps"])
+    assert [s.get("uses", "").split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"], \
+        "the deploy publishes the GPU job's build, and builds nothing from the committed records"

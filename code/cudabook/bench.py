@@ -1,18 +1,30 @@
-"""Timing GPU work with CUDA events.
+"""Timing GPU work with CUDA events, and CPU work with the wall clock.
 
 Each repetition is bracketed by its own pair of events, so the spread over
 repetitions is known, not only the mean. Warm-up runs come first (module
-load, clocks ramping up). When the working set would fit in L2, the L2 is
-flushed between repetitions by writing a buffer twice its size, outside the
-timed region, so we time device memory rather than the cache.
+load, clocks ramping up). How many repetitions run is set by a time budget,
+as `triton.testing.do_bench` does: a short first estimate, then as many as
+fit in `budget_ms` (at least `min_reps`), so a 2 GB launch and a 2 KB one
+both cost about the same time to measure. When the working set would fit in
+L2, the L2 is flushed between repetitions by writing a buffer twice its size,
+outside the timed region, so we time device memory rather than the cache.
+
+Timing takes the GPU alone when a test suite shares it (see lock.py).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np
+
+from . import lock
+
+#: Default time budget of one measurement, and its warm-up, in milliseconds.
+BUDGET_MS = 100.0
+WARMUP_MS = 20.0
 
 
 @dataclass
@@ -28,44 +40,69 @@ class Timing:
         return asdict(self)
 
 
-def bench(fn: Callable[[], None], *, working_set_bytes: int, warmup: int = 5,
-          reps: int = 50) -> Timing:
+def _reps(estimate_ms: float, budget_ms: float, min_reps: int, max_reps: int) -> int:
+    return int(min(max_reps, max(min_reps, budget_ms / max(estimate_ms, 1e-3))))
+
+
+def _timing(ms: list[float], l2_flushed: bool) -> Timing:
+    a = np.asarray(ms)
+    return Timing(median_ms=float(np.median(a)), p20_ms=float(np.percentile(a, 20)),
+                  p80_ms=float(np.percentile(a, 80)), min_ms=float(a.min()), reps=int(a.size),
+                  l2_flushed=l2_flushed)
+
+
+def bench(fn: Callable[[], None], *, working_set_bytes: int, budget_ms: float = BUDGET_MS,
+          warmup_ms: float = WARMUP_MS, min_reps: int = 10, max_reps: int = 1000) -> Timing:
     """Time `fn` (which launches GPU work on the default stream).
 
     `working_set_bytes`: bytes `fn` touches; below 4x the L2 size the L2 is
-    flushed before each repetition.
+    flushed before each repetition. The repetitions are as many as fit in
+    `budget_ms`, at least `min_reps`.
     """
     import pycuda.driver as cuda
 
     from .gpu import init
 
     gpu = init()
+    lock.exclusive()
     flush = None
     if working_set_bytes < 4 * gpu.l2_bytes:
         flush = cuda.mem_alloc(2 * gpu.l2_bytes)
-    for _ in range(warmup):
+
+    def timed(reps: int) -> list[float]:
+        events = [(cuda.Event(), cuda.Event()) for _ in range(reps)]
+        for start, end in events:
+            if flush is not None:
+                cuda.memset_d8(flush, 0, 2 * gpu.l2_bytes)
+            start.record()
+            fn()
+            end.record()
+        events[-1][1].synchronize()
+        return [start.time_till(end) for start, end in events]
+
+    estimate = float(np.median(timed(3)))
+    for _ in range(_reps(estimate, warmup_ms, 1, max_reps)):
         fn()
     cuda.Context.synchronize()
-    events = [(cuda.Event(), cuda.Event()) for _ in range(reps)]
-    for start, end in events:
-        if flush is not None:
-            cuda.memset_d8(flush, 0, 2 * gpu.l2_bytes)
-        start.record()
+    return _timing(timed(_reps(estimate, budget_ms, min_reps, max_reps)), flush is not None)
+
+
+def time_cpu(fn: Callable[[], None], *, budget_ms: float = BUDGET_MS, min_reps: int = 3,
+             max_reps: int = 1000) -> Timing:
+    """Time `fn` on the CPU with the wall clock: the median of as many runs
+    as fit in `budget_ms` (at least `min_reps`), after one warm-up run."""
+    lock.exclusive()
+
+    def once() -> float:
+        t0 = time.perf_counter()
         fn()
-        end.record()
-    events[-1][1].synchronize()
-    ms = np.array([start.time_till(end) for start, end in events])
-    return Timing(
-        median_ms=float(np.median(ms)),
-        p20_ms=float(np.percentile(ms, 20)),
-        p80_ms=float(np.percentile(ms, 80)),
-        min_ms=float(ms.min()),
-        reps=reps,
-        l2_flushed=flush is not None,
-    )
+        return 1e3 * (time.perf_counter() - t0)
+
+    estimate = once()
+    return _timing([once() for _ in range(_reps(estimate, budget_ms, min_reps, max_reps))], False)
 
 
-def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 30) -> float:
+def copy_bandwidth(nbytes: int = 1 << 30) -> float:
     """Device-to-device copy bandwidth in bytes/s, counting bytes read plus
     bytes written (2 * nbytes per copy). This is the practical ceiling for
     any kernel that streams through memory."""
@@ -74,8 +111,7 @@ def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 30) -> float:
     src = cuda.mem_alloc(nbytes)
     dst = cuda.mem_alloc(nbytes)
     cuda.memset_d8(src, 0x3C, nbytes)
-    t = bench(lambda: cuda.memcpy_dtod(dst, src, nbytes), working_set_bytes=2 * nbytes,
-              reps=reps)
+    t = bench(lambda: cuda.memcpy_dtod(dst, src, nbytes), working_set_bytes=2 * nbytes)
     src.free()
     dst.free()
     return 2 * nbytes / (t.median_ms * 1e-3)
@@ -83,9 +119,110 @@ def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 30) -> float:
 
 def torch_cuda():
     """The torch module if it is installed and sees the GPU, else None.
-    Used for library baselines: what a user would call instead."""
+    Used for library baselines: what a user would call instead. Under the
+    book's GPU suite (REQUIRE_GPU=1) a missing torch is an error, so a
+    same-run comparison is never silently dropped."""
+    import os
+
+    from .gpu import Unavailable
+
     try:
         import torch
     except ImportError:
-        return None
-    return torch if torch.cuda.is_available() else None
+        torch = None
+    if torch is not None and torch.cuda.is_available():
+        return torch
+    if os.environ.get("REQUIRE_GPU") == "1":
+        raise Unavailable("torch with CUDA is not available, and the library baselines need it "
+                          "(pip install torch)")
+    return None
+
+
+@dataclass
+class Baseline:
+    """The library call a user would make instead, timed in the same run."""
+    name: str
+    timing: Timing
+    bytes_per_s: float
+    ratio: float          # ours / baseline, by rate
+
+
+@dataclass
+class Targets:
+    """What a listing aims for, and whether this run met it."""
+    wanted: dict          # {"copy": 0.90, "baseline": 0.95}: fractions to reach
+    met: dict             # {"copy": True, ...}
+
+
+@dataclass
+class Benchmark:
+    """One timed kernel: its rate against the copy ceiling of the same run,
+    and against a library baseline if there is one."""
+    name: str
+    timing: Timing
+    bytes_moved: int
+    bytes_per_s: float
+    ceiling: str
+    ceiling_bytes_per_s: float
+    fraction_of_ceiling: float
+    baseline: Baseline | None = None
+    targets: Targets | None = None
+
+    @classmethod
+    def make(cls, name: str, t: Timing, bytes_moved: int, ceiling_bytes_per_s: float,
+             baseline: tuple[str, Timing] | None = None, targets: dict | None = None) -> Benchmark:
+        """Derive the rates and ratios from the timings (one place, so the
+        record's checker recomputes them the same way)."""
+        rate = bytes_moved / (t.median_ms * 1e-3)
+        b = None
+        if baseline is not None:
+            bname, bt = baseline
+            brate = bytes_moved / (bt.median_ms * 1e-3)
+            b = Baseline(bname, bt, brate, rate / brate)
+        out = cls(name=name, timing=t, bytes_moved=int(bytes_moved), bytes_per_s=rate,
+                  ceiling="device-to-device copy", ceiling_bytes_per_s=ceiling_bytes_per_s,
+                  fraction_of_ceiling=rate / ceiling_bytes_per_s, baseline=b)
+        if targets:
+            out.targets = Targets(dict(targets), out.targets_met(targets))
+        return out
+
+    def targets_met(self, wanted: dict) -> dict:
+        met = {}
+        if "copy" in wanted:
+            met["copy"] = self.fraction_of_ceiling >= wanted["copy"]
+        if "baseline" in wanted:
+            met["baseline"] = self.baseline is not None and self.baseline.ratio >= wanted["baseline"]
+        return met
+
+    def lines(self) -> list[str]:
+        """What a listing prints for this benchmark (at most 80 characters a
+        line); the record's checker finds these lines in the recorded output."""
+        t = self.timing
+        out = [f"{self.name}: {t.median_ms:.4f} ms (p20 {t.p20_ms:.4f}, p80 {t.p80_ms:.4f}, {t.reps} runs)",
+               f"  {self.bytes_per_s / 1e9:,.1f} GB/s = {100 * self.fraction_of_ceiling:.1f}% of copy "
+               f"({self.ceiling_bytes_per_s / 1e9:,.1f} GB/s)"]
+        if self.baseline is not None:
+            b = self.baseline
+            out.append(f"  {b.name}: {b.timing.median_ms:.4f} ms, {b.bytes_per_s / 1e9:,.1f} GB/s; "
+                       f"ours/{b.name} = {b.ratio:.3f}")
+        if self.targets is not None:
+            for k, want in self.targets.wanted.items():
+                ok = self.targets.met.get(k)
+                what = "copy" if k == "copy" else (self.baseline.name if self.baseline else "baseline")
+                out.append(f"  target >= {100 * want:.0f}% of {what}: {'met' if ok else 'MISSED'}")
+        return out
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Benchmark:
+        d = dict(d)
+        d["timing"] = Timing(**d["timing"])
+        if d.get("baseline"):
+            b = dict(d["baseline"])
+            b["timing"] = Timing(**b["timing"])
+            d["baseline"] = Baseline(**b)
+        if d.get("targets"):
+            d["targets"] = Targets(**d["targets"])
+        return cls(**d)

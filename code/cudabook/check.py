@@ -3,18 +3,23 @@
 `check_array` guards a launch wrapper: a wrong dtype, shape, stride or size
 becomes a Python error that names the argument, instead of a crash or silent
 garbage on the GPU. `poison` fills an output with NaN before the launch, so an
-element the kernel forgot to write cannot pass. `compare` measures the
-relative error against a float64 reference and reports the worst element.
+element the kernel forgot to write cannot pass. `compare` checks every element
+of an output against a float64 reference, within a bound derived from the
+dtype's unit roundoff, and reports the worst elements.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-# Relative-error tolerances by the precision of the arithmetic.
-TOLERANCE = {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13, np.dtype(np.float16): 1e-3}
+#: Unit roundoff u of each floating-point type: a correctly rounded operation
+#: returns the exact result times (1 + d) with |d| <= u (half an ulp of 1).
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+_CHUNK = 1 << 22  # compare this many elements at a time, so big outputs need little extra memory
 
 
 def check_array(name: str, arr, *, dtype=None, ndim: int | None = None,
@@ -65,79 +70,134 @@ def poison(gpu_array) -> None:
         cuda.memset_d8(gpu_array.gpudata, 0xFF, gpu_array.nbytes)
 
 
+def unit_roundoff(dtype) -> float:
+    """u for a dtype (or its name): 2**-24 for float32."""
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    if name not in UNIT_ROUNDOFF:
+        raise ValueError(f"no unit roundoff known for {name}; integers compare exactly (k=0)")
+    return UNIT_ROUNDOFF[name]
+
+
+@dataclass
+class Element:
+    """One element of a compared output: where, what came out, what was
+    expected, and the bound it had to meet."""
+    index: int
+    got: float
+    expected: float
+    bound: float
+
+
 @dataclass
 class CheckResult:
+    """What a check found. For `compare`: every element i must satisfy
+    |got_i - ref_i| <= k * u * (|ref_i| + scale_i); `worst_ratio` is the
+    largest |got_i - ref_i| / bound_i (1.0 is exactly on the bound) and
+    `worst` the elements nearest to failing (or failing), worst first.
+    For `expect`: `detail` says what was observed."""
     name: str
     n: int
-    rel_err: float  # ||out - ref|| / ||ref||
-    tol: float
     passed: bool
-    worst_index: int | None = None
-    worst_got: float | None = None
-    worst_expected: float | None = None
+    k: float = 0.0
+    u: float = 0.0
+    scaled: bool = False        # was a per-element scale (absolute part) given?
+    worst_ratio: float = 0.0
+    outside: int = 0            # elements outside their bound (NaN and inf included)
     nonfinite: int = 0
-    detail: str | None = None  # for expect(): what was observed
+    norm_rel_err: float = 0.0   # ||got - ref|| / ||ref||, shown beside the check, never instead of it
+    worst: list[Element] = field(default_factory=list)
+    detail: str | None = None
 
     def line(self) -> str:
+        """The line a listing prints: the same text the record keeps."""
         mark = "ok  " if self.passed else "FAIL"
         if self.detail is not None:
             return f"{mark} {self.name}: {self.detail}"
-        s = f"{mark} {self.name}: n={self.n:,} rel_err={self.rel_err:.3e} (tol {self.tol:.0e})"
-        if self.worst_index is not None:
-            s += (f", worst at [{self.worst_index}]: got {self.worst_got!r}, "
-                  f"expected {self.worst_expected!r}")
-        if self.nonfinite:
-            s += f", {self.nonfinite} element(s) NaN/inf"
+        bound = "exact" if self.k == 0 else f"k={self.k:g}"
+        s = f"{mark} {self.name}: n={self.n:,}, {bound}, "
+        if self.outside:
+            s += f"{self.outside:,} outside the bound"
+            if self.nonfinite:
+                s += f" ({self.nonfinite:,} NaN/inf)"
+        else:
+            s += f"worst {self.worst_ratio:.2f} of bound"
+        if self.worst:
+            s += f" at [{self.worst[0].index}]"
+        s += f", norm err {self.norm_rel_err:.1e}"
+        if not self.passed:
+            for e in self.worst:
+                s += f"\n       [{e.index}] got {e.got!r}, expected {e.expected!r}, bound {e.bound:.2e}"
         return s
 
     def as_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> CheckResult:
+        d = dict(d)
+        d["worst"] = [Element(**e) for e in d.get("worst", [])]
+        return cls(**d)
 
-def compare(name: str, out, ref, tol: float | None = None, n: int | None = None) -> CheckResult:
-    """Relative error ||out - ref|| / ||ref|| in float64, worst element, NaNs.
 
-    `tol` defaults to TOLERANCE for out's dtype. Passes only if every element
-    is finite and the relative error is within tol. `n`: the problem size the
-    check covers when it is not out.size (a sum of n inputs has one output).
+def compare(name: str, out, ref, *, k: float = 1, scale=None, n: int | None = None,
+            show: int = 3) -> CheckResult:
+    """Check every element: |out_i - ref_i| <= k * u * (|ref_i| + scale_i).
+
+    u is the unit roundoff of out's dtype (2**-24 for float32). k says how
+    many unit roundoffs an element may be off by: about the number of
+    rounded operations behind it (a correctly rounded +, *, / or sqrt costs
+    1; a math function accurate to 2 ulp costs 4), or for a sum, the length
+    of its longest chain of additions (worst case) or a few times its square
+    root (random rounding). k = 0 demands exact equality.
+    scale (optional, a number or one per element): the size of the terms
+    that were rounded, for where they cancel and |ref| alone would be too
+    small a yardstick (e.g. sum(|x_i|) for a sum of x_i).
+    n: the problem size the check covers when it is not out.size.
+    NaN or inf in out fails, whatever the bound. The norm-wise relative
+    error is reported beside the element check, never instead of it.
     """
     out = np.asarray(out)
     ref = np.asarray(ref, dtype=np.float64)
     if out.shape != ref.shape:
         raise ValueError(f"{name}: output shape {out.shape} != reference shape {ref.shape}")
-    if tol is None:
-        tol = TOLERANCE.get(out.dtype, 1e-6)
-    o = out.astype(np.float64).ravel()
-    r = ref.ravel()
-    diff = o - r
-    finite = np.isfinite(o)
-    nonfinite = int(o.size - np.count_nonzero(finite))
-    ref_norm = float(np.linalg.norm(r))
-    err_norm = float(np.linalg.norm(np.where(finite, diff, 0.0)))
-    rel = err_norm / ref_norm if ref_norm > 0 else err_norm
+    if not np.all(np.isfinite(ref)):
+        raise ValueError(f"{name}: the reference has NaN or inf values")
+    u = unit_roundoff(out.dtype) if k else 0.0
+    if scale is not None:
+        scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), ref.shape).ravel()
+    o, r = out.ravel(), ref.ravel()
+    worst_ratio, outside, nonfinite = 0.0, 0, 0
+    err2 = ref2 = 0.0
+    candidates: list[tuple[float, int, float, float, float]] = []   # (ratio, i, got, expected, bound)
+    for lo in range(0, o.size, _CHUNK):
+        got = o[lo:lo + _CHUNK].astype(np.float64)
+        exp = r[lo:lo + _CHUNK]
+        bound = np.abs(exp) if scale is None else np.abs(exp) + scale[lo:lo + _CHUNK]
+        bound *= k * u
+        diff = np.abs(got - exp)
+        finite = np.isfinite(got)
+        ratio = np.where(finite, diff / np.where(bound > 0, bound, 1.0), np.inf)
+        ratio = np.where(finite & (bound == 0), np.where(diff == 0, 0.0, np.inf), ratio)
+        nonfinite += int(got.size - np.count_nonzero(finite))
+        outside += int(np.count_nonzero(ratio > 1.0))
+        err2 += float(np.sum(np.where(finite, diff, 0.0) ** 2))
+        ref2 += float(np.sum(exp ** 2))
+        top = np.argsort(ratio, kind="stable")[::-1][:show]
+        candidates += [(float(ratio[j]), lo + int(j), float(got[j]), float(exp[j]), float(bound[j]))
+                       for j in top]
+        worst_ratio = max(worst_ratio, float(ratio.max()) if ratio.size else 0.0)
+    candidates.sort(key=lambda c: (-c[0], c[1]))
+    norm = math.sqrt(err2) / math.sqrt(ref2) if ref2 > 0 else math.sqrt(err2)
     if nonfinite:
-        rel = float("inf")
-    worst = None
-    if o.size:
-        # worst element: first non-finite one, else the largest relative deviation
-        if nonfinite:
-            worst = int(np.argmin(finite))
-        else:
-            scaled = np.abs(diff) / np.maximum(np.abs(r), np.finfo(np.float64).tiny)
-            worst = int(np.argmax(scaled))
-    passed = nonfinite == 0 and rel <= tol
+        norm = math.inf
     return CheckResult(
-        name=name, n=int(o.size if n is None else n), rel_err=rel, tol=tol, passed=bool(passed),
-        worst_index=worst,
-        worst_got=None if worst is None else float(o[worst]),
-        worst_expected=None if worst is None else float(r[worst]),
-        nonfinite=nonfinite,
-    )
+        name=name, n=int(o.size if n is None else n), passed=outside == 0, k=float(k), u=u,
+        scaled=scale is not None, worst_ratio=worst_ratio, outside=outside, nonfinite=nonfinite,
+        norm_rel_err=norm, worst=[Element(i, g, e, b) for _, i, g, e, b in candidates[:show]])
 
 
 def expect(name: str, condition: bool, observed: str, n: int = 1) -> CheckResult:
     """A check that is a yes/no observation rather than a numeric comparison,
     e.g. "the error surfaced at synchronize" or "every SM ran a block".
     `observed` says what was seen, whether or not it passed."""
-    return CheckResult(name=name, n=n, rel_err=0.0 if condition else float("inf"), tol=0.0,
-                       passed=bool(condition), detail=observed)
+    return CheckResult(name=name, n=n, passed=bool(condition), detail=observed)

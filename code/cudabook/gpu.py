@@ -13,6 +13,8 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import lock
+
 #: Exit code of a listing that could not run because something is missing.
 #: 77 is the code autotools and meson use for "skipped".
 EXIT_SKIPPED = 77
@@ -81,10 +83,33 @@ class Gpu:
 _GPU: Gpu | None = None
 
 
+def _driver_library() -> str | None:
+    """Why the NVIDIA driver's library (libcuda) cannot be loaded, or None
+    if it can. Without it no CUDA program runs, whatever else is installed."""
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            ctypes.CDLL(name)
+            return None
+        except OSError as e:
+            why = str(e)
+    return why
+
+
 def _import_pycuda():
+    """PyCUDA's driver module, or Unavailable naming what is missing first:
+    the NVIDIA driver (no GPU here), then PyCUDA."""
     try:
         import pycuda  # noqa: F401
     except ImportError:
+        missing = _driver_library()
+        if missing is not None:
+            raise Unavailable(
+                "no NVIDIA driver on this machine (libcuda could not be loaded), so no GPU to run on; "
+                "run the listings on a machine with an NVIDIA GPU and its driver, or on Colab "
+                "(PyCUDA is not installed either)"
+            ) from None
         raise Unavailable(
             "PyCUDA is not installed: on a machine with an NVIDIA driver and nvcc, "
             "run `pip install -e \".[gpu]\"` (it builds PyCUDA from source)"
@@ -110,6 +135,7 @@ def init() -> Gpu:
     if _GPU is not None:
         return _GPU
     cuda = _import_pycuda()
+    lock.shared()
     try:
         cuda.init()
     except cuda.Error as e:
@@ -151,13 +177,22 @@ def init() -> Gpu:
     return _GPU
 
 
+def gpu_alone() -> None:
+    """Say that this listing measures the hardware (bandwidth, block
+    scheduling): when a test suite shares the GPU between listings, it gets
+    the GPU, and the machine, to itself from now until finish()."""
+    init()
+    lock.exclusive()
+
+
 def environment() -> dict:
     """Versions of everything that took part in a run, for the GPU record."""
     import platform
 
     import numpy
 
-    env = {"python": platform.python_version(), "numpy": numpy.__version__}
+    env = {"python": platform.python_version(), "numpy": numpy.__version__,
+           "host_cpu": host_cpu(), "host_cores": os.cpu_count()}
     try:
         import pycuda
 
@@ -187,6 +222,19 @@ def environment() -> dict:
     except ImportError:
         pass
     return env
+
+
+def host_cpu() -> str:
+    """The host processor's model name, e.g. for a CPU baseline's label."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown CPU"
 
 
 def _nvidia_driver_version() -> str | None:

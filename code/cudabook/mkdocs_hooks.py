@@ -2,14 +2,16 @@
 
 - Chapters live in chapters/<chapter>/ (named like their code folders in
   code/); `on_files` adds them to the site under chapters/.
-- After the first code block on a page that includes a listing (through a
-  pymdownx.snippets line `--8<-- "code/<chapter>/<name>.cu:section"`), a
-  badge shows that listing's GPU record: GPU, architecture, CUDA, date, and
-  the headline result. A listing without a current, passing record gets a
+- After the code block on a page that first includes a listing's kernel
+  (`--8<-- "code/<chapter>/<name>.cu:section"`; for a listing without a
+  kernel, its first block of any kind), a badge shows that listing's GPU
+  record: GPU, architecture, CUDA, date, and the headline result, with a
+  second, red badge for any speed target the record shows was missed. A listing without a current, passing record gets a
   warning badge and a build warning, which `mkdocs build --strict` turns
   into a failure.
-- Charts in plots.CHARTS (e.g. chapters/<chapter>/bandwidth.svg) are drawn
-  from the records at build time.
+- Charts (plots.py's shared ones, and each chapter's own in
+  chapters/<chapter>/charts.py) are drawn from the records at build time as
+  chapters/<chapter>/<name>.svg.
 - `[[rec:<chapter>/<name>:<field>]]` in prose is replaced by a value from
   the record (see `field`), so no measured number is ever typed by hand;
   `[[rec:...:facts.<key>|%]]` or `|.2f` formats a number.
@@ -37,13 +39,14 @@ from pathlib import Path
 
 from mkdocs.structure.files import File
 
-from cudabook import plots, records
+from cudabook import listings, plots, record
+from cudabook.listings import Listing
 
 log = logging.getLogger("mkdocs.plugins.cudabook")
 
 CHAPTERS_DIR = "chapters"
 VERIFICATION_PAGE = "verification.md"
-INCLUDE = re.compile(r'--8<--\s+"code/([\w-]+)/([\w-]+)\.(?:cu|py)(?::[\w-]+)?"')
+INCLUDE = re.compile(r'--8<--\s+"code/([\w-]+)/([\w-]+)\.(cu|py)(?::[\w-]+)?"')
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
 ANNOTATION = re.compile(r"^\d+\.\s")
 FIELD = re.compile(r"\[\[rec:([\w-]+/[\w-]+):([\w.]+)(?:\|([^\]]+))?\]\]")
@@ -64,16 +67,17 @@ def on_files(files, config):
     # Hooks run after plugins, so hand notebooks to mkdocs-jupyter ourselves.
     jupyter = config["plugins"].get("mkdocs-jupyter")
     for path in sorted(chapters.rglob("*")):
-        if path.is_file() and not path.name.startswith("."):
-            rel = path.relative_to(root).as_posix()
-            f = File(rel, str(root), config["site_dir"], config["use_directory_urls"])
-            if jupyter is not None and jupyter.should_include(f):
-                from mkdocs_jupyter.plugin import NotebookFile
+        if not path.is_file() or path.name.startswith(".") or path.suffix in (".py", ".pyc"):
+            continue  # a chapter's charts.py draws charts; it is not a page or an asset
+        rel = path.relative_to(root).as_posix()
+        f = File(rel, str(root), config["site_dir"], config["use_directory_urls"])
+        if jupyter is not None and jupyter.should_include(f):
+            from mkdocs_jupyter.plugin import NotebookFile
 
-                f = NotebookFile(f, **config)
-            files.append(f)
-    for ch in records.chapters(root):
-        for name, draw in plots.CHARTS.items():
+            f = NotebookFile(f, **config)
+        files.append(f)
+    for ch in listings.chapters(root):
+        for name, draw in plots.chapter_charts(ch, root).items():
             svg = draw(ch)
             if svg is not None:
                 files.append(File.generated(config, f"{CHAPTERS_DIR}/{ch}/{name}", content=svg))
@@ -88,9 +92,8 @@ def on_serve(server, config, builder):
     return server
 
 
-def _listing(listing_id: str) -> records.Listing:
-    chapter, name = listing_id.split("/")
-    return records.Listing(chapter, name)
+def _listing(listing_id: str) -> Listing:
+    return listings.find(listing_id)
 
 
 def _anchor(listing_id: str) -> str:
@@ -102,28 +105,69 @@ def _link(page, anchor: str) -> str:
     return posixpath.relpath(VERIFICATION_PAGE, here or ".") + "#" + anchor
 
 
-def badge(listing: records.Listing, page) -> str:
-    state, rec = records.status(listing)
+WHY = {"missing": "has never been run on a GPU", "stale": "changed since its last GPU run",
+       "failed": "failed its last GPU run", "unreadable": "has a record that is not in the record format"}
+
+
+def badge(listing: Listing, page) -> str:
+    state, rec = record.status(listing)
     href = _link(page, _anchor(listing.id))
     if state == "current":
-        text = ("✓ " if rec.get("broken") else "✓ Run on ") + records.badge_text(rec)
+        text = ("✓ " if rec.broken else "✓ Run on ") + record.badge_text(rec)
         cls = "cb-current"
     else:
-        why = {"missing": "has never been run on a GPU",
-               "stale": "changed since its last GPU run",
-               "failed": "failed its last GPU run"}[state]
-        text = f"⚠ {listing.id} {why}: not verified"
+        text = f"⚠ {listing.id} {WHY[state]}: not verified"
         cls = "cb-stale"
-        _problem(f"{page.file.src_uri}: listing {listing.id} {why}. Re-verify {records.reverify_command(listing)}")
+        _problem(f"{page.file.src_uri}: listing {listing.id} {WHY[state]}. "
+                 f"Re-verify {record.reverify_command(listing)}")
     # A Markdown link inside md_in_html, so MkDocs resolves it like any other.
-    return f'<p class="cb-record {cls}" markdown>[{text}]({href})</p>'
+    out = f'<p class="cb-record {cls}" markdown>[{text}]({href})</p>'
+    if rec is not None and state == "current":
+        for missed in record.missed_targets(rec):
+            out += f'\n<p class="cb-record cb-missed" markdown>[✗ {missed}]({href})</p>'
+    return out
+
+
+def _badge_spots(markdown: str) -> dict[str, int]:
+    """For each listing a page includes, the index of the code block its badge
+    follows: the first block that includes its kernel (.cu), so a speed badge
+    sits under the code it times, else the first block that includes it."""
+    first: dict[str, int] = {}
+    kernel: dict[str, int] = {}
+    for k, block in enumerate(_blocks(markdown.split("\n"))):
+        for inc in INCLUDE.finditer(block):
+            lid = f"{inc.group(1)}/{inc.group(2)}"
+            first.setdefault(lid, k)
+            if inc.group(3) == "cu":
+                kernel.setdefault(lid, k)
+    return {lid: kernel.get(lid, k) for lid, k in first.items()}
+
+
+def _blocks(lines: list[str]) -> list[str]:
+    """The text of each fenced code block, in order."""
+    out, i = [], 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, body = m.group(2), []
+        i += 1
+        while i < len(lines) and lines[i].strip() != fence:
+            body.append(lines[i])
+            i += 1
+        out.append("\n".join(body))
+        i += 1
+    return out
 
 
 def add_badges(markdown: str, page) -> str:
-    """Append a badge after the first block that includes each listing."""
-    out, seen = [], set()
+    """Append each listing's badge after the block `_badge_spots` chooses
+    (after the block's annotation list, if it has one)."""
+    spots = _badge_spots(markdown)
+    out = []
     lines = markdown.split("\n")
-    i = 0
+    i, k = 0, -1
     while i < len(lines):
         line = lines[i]
         out.append(line)
@@ -132,65 +176,68 @@ def add_badges(markdown: str, page) -> str:
             i += 1
             continue
         indent, fence = m.group(1), m.group(2)
-        block_ids = []
+        k += 1
         i += 1
         while i < len(lines):
             out.append(lines[i])
-            inc = INCLUDE.search(lines[i])
-            if inc:
-                block_ids.append(f"{inc.group(1)}/{inc.group(2)}")
             if lines[i].strip() == fence:
                 break
             i += 1
         i += 1
+        here = [lid for lid, spot in spots.items() if spot == k]
         # Keep a code block's annotation list (1. 2. ...) right after it.
         j = i
         while j < len(lines) and not lines[j].strip():
             j += 1
-        if block_ids and j < len(lines) and ANNOTATION.match(lines[j]):
+        if here and j < len(lines) and ANNOTATION.match(lines[j]):
             while j < len(lines) and (ANNOTATION.match(lines[j]) or lines[j].startswith("    ")
                                       or (not lines[j].strip() and j + 1 < len(lines)
                                           and (ANNOTATION.match(lines[j + 1]) or lines[j + 1].startswith("    ")))):
                 j += 1
             out += lines[i:j]
             i = j
-        for lid in dict.fromkeys(block_ids):
-            if lid not in seen:
-                seen.add(lid)
-                out += ["", indent + badge(_listing(lid), page), ""]
+        for lid in here:
+            out += ["", indent + badge(_listing(lid), page), ""]
     return "\n".join(out)
+
+
+def _values(rec: record.Record) -> dict:
+    """The named values [[rec:<listing>:<name>]] can show (besides facts.<key>)."""
+    env = rec.environment
+    b = rec.benchmarks[0] if rec.benchmarks else None
+    base = b.baseline if b else None
+    worst = rec.worst_ratio
+    return {
+        "gpu": rec.gpu, "cuda": env.get("cuda"), "driver": env.get("driver"), "date": rec.date[:10],
+        "sm": "sm_" + str(env.get("compute_capability", "")).replace(".", ""),
+        "pycuda": env.get("pycuda"), "python": env.get("python"), "torch": env.get("torch"),
+        "nvcc": env.get("nvcc"), "host_cpu": env.get("host_cpu"), "host_cores": env.get("host_cores"),
+        "rate": b and record.rate_text(b.bytes_per_s),
+        "copy": b and record.rate_text(b.ceiling_bytes_per_s),
+        "fraction": b and f"{100 * b.fraction_of_ceiling:.0f}%",
+        "time": b and f"{1000 * b.timing.median_ms:.0f} µs",
+        "reps": b and f"{b.timing.reps:,}",
+        "bytes": b and f"{b.bytes_moved / 1e9:.1f} GB",
+        "baseline": base and base.name,
+        "baseline_rate": base and record.rate_text(base.bytes_per_s),
+        "baseline_ratio": base and f"{base.ratio:.2f}",
+        "worst_ratio": worst is not None and f"{worst:.2f}",
+        "n": rec.bench and rec.bench.n and f"{rec.bench.n:,}",
+    }
 
 
 def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
     """One value from a listing's record, formatted for prose. `spec` formats
     a number: "%" as a percentage, else a format spec such as ".2f"."""
     listing = _listing(listing_id)
-    state, rec = records.status(listing)
+    state, rec = record.status(listing)
     if rec is None:
         _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]] but {listing_id} has no record")
         return "(no record)"
     if state != "current":
         _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]] comes from a {state} record")
-    env = rec.get("environment", {})
-    benches = (rec.get("benchmark") or {}).get("benchmarks") or [{}]
-    b = benches[0]
-    base = b.get("baseline", {})
-    values = {
-        "gpu": env.get("gpu"), "cuda": env.get("cuda"), "driver": env.get("driver"),
-        "date": (rec.get("date") or "")[:10], "sm": "sm_" + env.get("compute_capability", "").replace(".", ""),
-        "pycuda": env.get("pycuda"), "python": env.get("python"), "torch": env.get("torch"),
-        "rate": b.get("bytes_per_s") and records.rate_text(b["bytes_per_s"]),
-        "copy": b.get("ceiling_bytes_per_s") and records.rate_text(b["ceiling_bytes_per_s"]),
-        "fraction": b.get("fraction_of_ceiling") and f"{100 * b['fraction_of_ceiling']:.0f}%",
-        "time": b.get("timing") and f"{1000 * b['timing']['median_ms']:.0f} µs",
-        "baseline": base.get("name"),
-        "baseline_rate": base.get("bytes_per_s") and records.rate_text(base["bytes_per_s"]),
-        "baseline_ratio": base.get("ratio") and f"{base['ratio']:.2f}",
-        "worst_rel_err": rec.get("worst_rel_err") is not None and f"{rec['worst_rel_err']:.1e}",
-        "n": (rec.get("benchmark") or {}).get("n") and f"{rec['benchmark']['n']:,}",
-    }
     if name.startswith("facts."):
-        v = records.facts(rec).get(name[6:])
+        v = rec.facts().get(name[6:])
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             if spec == "%":
                 v = f"{100 * v:.0f}%"
@@ -199,7 +246,8 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
             else:
                 v = f"{v:,.0f}" if isinstance(v, float) else f"{v:,}"
     else:
-        v = values.get(name, None) if name in values else KeyError
+        values = _values(rec)
+        v = values.get(name, KeyError) if name in values else KeyError
     if v is KeyError or v is None or v is False:
         log.warning(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]]: no such value in the record")
         return "(unknown)"
@@ -208,22 +256,20 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
 
 def _output(listing_id: str, run: str, page) -> str:
     listing = _listing(listing_id)
-    state, rec = records.status(listing)
+    state, rec = record.status(listing)
     text = None
     if rec is not None:
-        if run == "bench":
-            text = (rec.get("benchmark") or {}).get("stdout")
-        elif run == "sanitizer":
-            text = _short_backtraces(rec.get("broken_report"))
+        if run == "sanitizer":
+            text = _short_backtraces(rec.broken.report if rec.broken else None)
         else:
-            text = next((r.get("stdout") for r in rec.get("runs", []) if r.get("key") == run), None)
+            r = rec.run(run)
+            text = r.stdout if r else None
     if text is None:
         _problem(f"{page.file.src_uri}: no recorded output '{run}' for {listing_id}")
         return "```text\n(no recorded output)\n```"
     if state != "current":
         _problem(f"{page.file.src_uri}: output of {listing_id} comes from a {state} record")
-    env = rec["environment"]
-    title = f"Output recorded on {env.get('gpu')}, {rec['date'][:10]}"
+    title = f"Output recorded on {rec.gpu}, {rec.date[:10]}"
     return f'```text title="{title}"\n{text.rstrip()}\n```'
 
 
@@ -258,30 +304,44 @@ def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + ln if ln else ln for ln in text.splitlines())
 
 
+def _sanitizer_text(listing: Listing, rec: record.Record) -> str:
+    if rec.broken:
+        return f"broken on purpose: {rec.broken.tool} must report “{rec.broken.error}”"
+    if not rec.sanitizer:
+        return "no kernel"
+    clean = sum(s.passed for s in rec.sanitizer.values())
+    return f'<span title="{", ".join(sorted(rec.sanitizer))}">{clean} of {len(rec.sanitizer)} clean</span>'
+
+
 def records_table(page) -> str:
-    rows = ["| Listing | Status | Run on | Worst rel. error | Sanitizers | Result |",
-            "|---|---|---|---|---|---|"]
-    for listing in records.discover():
-        state, rec = records.status(listing)
+    """The verification page's table: one short row per listing. Where the
+    records were made (GPU, architecture, CUDA) is said once above it, and
+    per row only when a record differs from that."""
+    rows_in = [(lst, *record.status(lst)) for lst in listings.discover()]
+    made = sorted({(rec.gpu, record.where_text(rec).rsplit(" · ", 1)[0])
+                   for _, _, rec in rows_in if rec}, key=str)
+    common = made[0][1] if len(made) == 1 else None
+    head = (f"Every record below was made on **{common}**." if common else
+            "The records below were made on: " + "; ".join(m[1] for m in made) + ".")
+    rows = ["| Listing | Status | Checked | Sanitizers | Result | Run |", "|---|---|---|---|---|---|"]
+    for listing, state, rec in rows_in:
         mark = {"current": "✓ current", "stale": "⚠ stale", "failed": "✗ failed",
-                "missing": "⚠ never run"}[state]
-        name = f'<span id="{_anchor(listing.id)}"></span>{listing.chapter}/<br>**{listing.name}**'
+                "missing": "⚠ never run", "unreadable": "⚠ unreadable"}[state]
+        name = f'<span id="{_anchor(listing.id)}"></span>{listing.chapter}/`{listing.name}`'
         if rec is None:
             rows.append(f"| {name} | {mark} | | | | |")
             continue
-        san = rec.get("sanitizer") or {}
-        clean = sum(v["passed"] for v in san.values())
-        san_txt = (f'<span title="{", ".join(sorted(san))}">{clean} of {len(san)} clean</span>'
-                   if san else "no kernel")
-        if rec.get("broken"):
-            san_txt = f"broken on purpose: {rec['broken']} catches it"
-        err = rec.get("worst_rel_err")
-        when = records.badge_text(dict(rec, benchmark=None))
-        rows.append("| " + " | ".join([
-            name, mark, when, f"{err:.1e}" if err is not None else "—", san_txt,
-            records.headline(rec) or "—",
-        ]) + " |")
-    return "\n".join(rows)
+        sizes = [r for r in rec.runs if r.key.startswith("n=")]
+        checked = f"{len(sizes)} sizes" if sizes else ("1 run" if rec.run("run") else "—")
+        if rec.worst_ratio is not None:
+            checked += f", worst {rec.worst_ratio:.2f} of bound"
+        result = record.headline(rec) or "—"
+        missed = record.missed_targets(rec)
+        if missed:
+            result += "<br>" + "<br>".join(f'<span class="cb-missed-text">✗ {m}</span>' for m in missed)
+        when = rec.date[:10] if common and record.where_text(rec).startswith(common) else record.where_text(rec)
+        rows.append("| " + " | ".join([name, mark, checked, _sanitizer_text(listing, rec), result, when]) + " |")
+    return head + "\n\n" + "\n".join(rows)
 
 
 RAW = re.compile(r"^<!-- cudabook:include-raw ([\w./-]+) -->$", re.M)
@@ -301,7 +361,7 @@ def _raw(path: str, config) -> str:
 def _doctor(page) -> str:
     import json
 
-    p = records.ROOT / "results" / "doctor.json"
+    p = listings.ROOT / "results" / "doctor.json"
     if not p.exists():
         log.warning(f"{page.file.src_uri}: results/doctor.json is missing: run the GPU suite")
         return "```text\n(no recorded doctor run)\n```"

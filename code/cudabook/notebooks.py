@@ -16,10 +16,12 @@ Notebooks are written to chapters/<chapter>/<chapter>.ipynb.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
-from . import records
+from . import hashing, listings, record, suite
+from .listings import ROOT, Listing
 
 SETUP = '''\
 # Make the book's code importable. On Google Colab, first fetch the book and
@@ -38,7 +40,7 @@ else:
     raise RuntimeError("run this notebook from inside the cudabook repository")'''
 
 
-def repository(root: Path = records.ROOT) -> str:
+def repository(root: Path = ROOT) -> str:
     """The book's public repository, from pyproject.toml's [project.urls]."""
     import tomllib
 
@@ -46,14 +48,14 @@ def repository(root: Path = records.ROOT) -> str:
         return tomllib.load(f)["project"]["urls"]["Repository"]
 
 
-def colab_url(chapter: str, root: Path = records.ROOT) -> str:
+def colab_url(chapter: str, root: Path = ROOT) -> str:
     slug = repository(root).removeprefix("https://github.com/")
     return f"https://colab.research.google.com/github/{slug}/blob/main/chapters/{chapter}/{chapter}.ipynb"
 
 
-def chapter_listings(chapter: str, root: Path = records.ROOT) -> list[records.Listing]:
+def chapter_listings(chapter: str, root: Path = ROOT) -> list[Listing]:
     """The chapter's listings in the order the chapter first includes them."""
-    listings = [lst for lst in records.discover(root) if lst.chapter == chapter]
+    found = [lst for lst in listings.discover(root) if lst.chapter == chapter]
     page = root / "chapters" / chapter / "index.md"
     text = page.read_text() if page.exists() else ""
 
@@ -62,10 +64,10 @@ def chapter_listings(chapter: str, root: Path = records.ROOT) -> list[records.Li
         spots = [p for p in spots if p >= 0]
         return min(spots) if spots else len(text)
 
-    return sorted(listings, key=first_use)
+    return sorted(found, key=first_use)
 
 
-def _doc_cell(lst: records.Listing) -> dict:
+def _doc_cell(lst: Listing) -> dict:
     """The listing's docstring: prose as Markdown, the Run/Checks part verbatim."""
     doc = lst.py.read_text().split('"""')[1].strip()
     prose, sep, rest = doc.partition("\nRun:")
@@ -75,13 +77,17 @@ def _doc_cell(lst: records.Listing) -> dict:
     return _md(text)
 
 
-def _kernel_source(lst: records.Listing) -> str:
-    """The .cu file without its snippet section markers."""
+ANNOTATION = re.compile(r"\s*// \(\d+\)!\s*$")
+
+
+def _kernel_source(lst: Listing) -> str:
+    """The .cu file without its snippet section markers and without the
+    site's code-annotation markers (`// (1)!`), which mean nothing here."""
     lines = lst.cu.read_text().rstrip().splitlines()
-    return "\n".join(ln for ln in lines if "--8<--" not in ln)
+    return "\n".join(ANNOTATION.sub("", ln) for ln in lines if "--8<--" not in ln)
 
 
-def path(chapter: str, root: Path = records.ROOT) -> Path:
+def path(chapter: str, root: Path = ROOT) -> Path:
     return root / "chapters" / chapter / f"{chapter}.ipynb"
 
 
@@ -94,7 +100,7 @@ def _code(text: str) -> dict:
             "source": text}
 
 
-def chapter_title(chapter: str, root: Path = records.ROOT) -> str:
+def chapter_title(chapter: str, root: Path = ROOT) -> str:
     """The chapter page's first heading, e.g. "Threads, warps and SMs"."""
     page = root / "chapters" / chapter / "index.md"
     for line in (page.read_text().splitlines() if page.exists() else []):
@@ -103,11 +109,11 @@ def chapter_title(chapter: str, root: Path = records.ROOT) -> str:
     return chapter.replace("_", " ").capitalize()
 
 
-def _sanitizer_cell(lst: records.Listing) -> str:
+def _sanitizer_cell(lst: Listing) -> str:
     """A deliberately broken listing is shown being caught: run it under the
     compute-sanitizer tool its docstring names, which must report an error."""
-    sized = records.describe(lst)["sized"]
-    args = ', "--n", "4099"' if sized else ""
+    sized = listings.describe(lst)["sized"]
+    args = f', "--n", "{suite.SANITIZER_N}"' if sized else ""
     return (
         "# Broken on purpose: run it under compute-sanitizer, which must catch the bug.\n"
         "import shutil, subprocess\n"
@@ -120,16 +126,16 @@ def _sanitizer_cell(lst: records.Listing) -> str:
     )
 
 
-def _run_args(listing: records.Listing) -> list[str]:
+def _run_args(listing: Listing) -> list[str]:
     """Benchmark the chapter's listings that have a benchmark; run the others,
     and the exercises' solutions, plainly (the chapter shows their benchmark
     output from the GPU record)."""
     if listing.name.startswith("ex"):
         return []
-    return ["--bench"] if records.describe(listing)["bench"] else []
+    return ["--bench"] if listings.describe(listing)["bench"] else []
 
 
-def build(chapter: str, root: Path = records.ROOT) -> dict:
+def build(chapter: str, root: Path = ROOT) -> dict:
     """The notebook for a chapter, without outputs."""
     listings = chapter_listings(chapter, root)
     title = chapter_title(chapter, root)
@@ -160,7 +166,7 @@ def build(chapter: str, root: Path = records.ROOT) -> dict:
             "language_info": {"name": "python"},
             "accelerator": "GPU",
             "cudabook": {"chapter": chapter,
-                         "listings": {lst.id: records.content_hash(lst) for lst in listings}},
+                         "listings": {lst.id: hashing.content_hash(lst) for lst in listings}},
         },
         "nbformat": 4,
         "nbformat_minor": 5,
@@ -180,7 +186,7 @@ def execute(nb: dict, cwd: Path, timeout: int = 600) -> dict:
     NotebookClient(node, timeout=timeout, kernel_name="python3", allow_errors=False,
                    resources={"metadata": {"path": str(cwd)}}).execute()
     out = json.loads(nbformat.writes(node))
-    out["metadata"]["cudabook"]["executed"] = records.utc_now()
+    out["metadata"]["cudabook"]["executed"] = record.utc_now()
     return out
 
 

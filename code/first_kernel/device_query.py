@@ -7,8 +7,8 @@ use. The memory bandwidth printed is the datasheet-style peak computed from
 the memory clock and bus width; the vector-add listings measure the real one.
 
 Run:    python code/first_kernel/device_query.py
-Checks: nothing is computed, so nothing is compared here; the GPU tests
-        compare these values with torch.cuda and nvidia-smi.
+Checks: the driver answered every attribute asked for (the GPU tests also
+        compare these values with torch.cuda and nvidia-smi).
 """
 
 import sys
@@ -90,6 +90,10 @@ def main(argv=None) -> int:
     gpu = cb.init()
     facts = query(gpu.device)
     show(facts)
+    missing = [k for k, v in facts.items() if v is None]
+    cb.report_check(cb.expect("every attribute read", not missing,
+                              f"{len(facts) - len(missing)} of {len(facts)}"
+                              + (f"; missing {missing}" if missing else "")))
     cb.report_facts(**facts)
     return cb.finish()
 

@@ -10,10 +10,11 @@ initcheck sees every read of never-written device memory, whatever it held.
 
 Expect: compute-sanitizer --tool initcheck reports "Uninitialized __global__ memory read" of acc[i] in accumulate.
 
-Run:    compute-sanitizer --tool initcheck python code/kernels_go_wrong/broken_uninit.py --n 4099
+Run:    compute-sanitizer --tool initcheck python code/kernels_go_wrong/broken_uninit.py --n 1027
         (plainly: python code/kernels_go_wrong/broken_uninit.py [--n N] [--seed S])
-Checks: acc against the float64 reference (1 + 1/2 + 1/4 + 1/8) * x;
-        relative error <= 1e-6. It passes or fails by luck.
+Checks: every element of acc against the float64 reference
+        (1 + 1/2 + 1/4 + 1/8) * x, within 5 roundings (k=5). It passes or
+        fails by luck.
 """
 
 import sys
@@ -58,14 +59,14 @@ def weighted_sum(kernel, x):
 
 
 def main(argv=None) -> int:
-    args = cb.parse_args(argv, __doc__, n=4099)
+    args = cb.parse_args(argv, __doc__, n=1027)
     rng = np.random.default_rng(args.seed)
     x = rng.standard_normal(args.n, dtype=np.float32)
 
     cb.init()
     from pycuda import gpuarray
     acc = weighted_sum(load_kernel(), gpuarray.to_gpu(x))
-    cb.report_check(cb.compare("acc = sum of w * x", acc.get(), reference(x)))
+    cb.report_check(cb.compare("acc = sum of w * x", acc.get(), reference(x), k=5))
     return cb.finish()
 
 

@@ -7,9 +7,10 @@ it, hands out memory with whatever the last user left in it. Changed since
 broken_uninit.py: one cuMemsetD32 zeroes acc before the first round.
 
 Run:    python code/kernels_go_wrong/fixed_uninit.py [--n N] [--seed S]
-Checks: acc against the float64 reference (1 + 1/2 + 1/4 + 1/8) * x;
-        relative error <= 1e-6 (four float32 multiply-adds of terms of one
-        sign, each rounded to within 2^-24).
+Checks: every element of acc against the float64 reference
+        (1 + 1/2 + 1/4 + 1/8) * x, within 5 roundings (k=5): four float32
+        multiply-adds of terms of one sign, each rounded to within 2^-24 of
+        a partial sum no larger than the result, and one of slack.
 """
 
 import sys
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
     cb.init()
     from pycuda import gpuarray
     acc = weighted_sum(load_kernel(), gpuarray.to_gpu(x))
-    cb.report_check(cb.compare("acc = sum of w * x", acc.get(), reference(x)))
+    cb.report_check(cb.compare("acc = sum of w * x", acc.get(), reference(x), k=5))
     return cb.finish()
 
 

@@ -25,3 +25,21 @@ extern "C" __global__ void churn(const float* __restrict__ x,
     }
 }
 // --8<-- [end:kernel]
+
+// The same map in double precision, one element per thread, neither chunked
+// nor on streams: the reference that every element of the pipeline's answer
+// is checked against (the host checks this one against NumPy on a sample).
+extern "C" __global__ void churn64(const float* __restrict__ x,
+                                   double* __restrict__ y,
+                                   int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        const double x_i = x[i];
+        double v = x_i;
+        for (int r = 0; r < ROUNDS; ++r) {
+            v = 0.5 * (sin(v) + x_i);
+        }
+        y[i] = v;
+    }
+}

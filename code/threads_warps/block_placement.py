@@ -7,8 +7,8 @@ threads fit at most two to an SM (2,048 threads per SM), so a grid of
 3 x 2 x (number of SMs) blocks should run in exactly three waves.
 
 Run:    python code/threads_warps/block_placement.py
-Needs:  the GPU to itself (it measures the hardware; the test suite runs it
-        with no other test on the GPU).
+        It measures the hardware, so it asks for the GPU to itself
+        (cb.gpu_alone(): when the test suite shares the GPU, nothing else runs).
 Checks: every block wrote its record (outputs are poisoned first); every SM
         id is below the SM count; every SM ran at least one block; the most
         blocks that overlapped in time on one SM equals what the thread limit
@@ -20,7 +20,6 @@ Checks: every block wrote its record (outputs are poisoned first); every SM
         needs more registers and runs slower, so fewer blocks may fit.
 """
 
-import os
 import sys
 from pathlib import Path
 
@@ -34,18 +33,6 @@ THREADS = 1024          # threads per block: two such blocks fill an SM's 2,048 
 SPIN_CYCLES = 100_000   # ~50 us at 2 GHz: long next to launch jitter, short for the sanitizers
 WAVES = 3
 UNWRITTEN = np.iinfo(np.uint32).max  # what cb.poison leaves in an unsigned int
-# Set by the book's test suite when it runs this under compute-sanitizer. The
-# sanitizer rewrites the kernel (more registers, slower blocks), so what the
-# scheduler does then says nothing about the GPU: timing checks become notes.
-UNDER_SANITIZER = os.environ.get("CUDABOOK_SANITIZER")
-
-
-def report_timing_check(result):
-    """A check about scheduling and timing: enforced, except under a sanitizer."""
-    if UNDER_SANITIZER:
-        print(f"(not enforced under compute-sanitizer --tool {UNDER_SANITIZER}) {result.line()}")
-    else:
-        cb.report_check(result)
 
 
 def load_kernel():
@@ -132,14 +119,14 @@ def run_and_check(kernel, gpu, blocks, per_sm, threads=THREADS, shared_bytes=0, 
     start_ns, end_ns = (start.astype(np.int64) - t0), (end.astype(np.int64) - t0)
     block_ns = float(np.median(end_ns - start_ns))
     resident = max_resident(smid, start_ns, end_ns)
-    report_timing_check(cb.expect(f"{label}most blocks resident on one SM = predicted", resident == per_sm,
-                              f"observed {resident}, predicted {per_sm}"))
+    cb.report_check(cb.expect(f"{label}most blocks resident on one SM = predicted", resident == per_sm,
+                              f"observed {resident}, predicted {per_sm}"), timing=True)
     waves_predicted = cb.ceil_div(blocks, sm_count * per_sm)
     wave = wave_of_each_block(start_ns, gap_ns=0.5 * block_ns)
     waves = int(wave.max()) + 1
-    report_timing_check(cb.expect(f"{label}waves observed = predicted", waves == waves_predicted,
+    cb.report_check(cb.expect(f"{label}waves observed = predicted", waves == waves_predicted,
                               f"observed {waves}, predicted {waves_predicted} "
-                              f"({blocks} blocks / ({sm_count} SMs x {per_sm}))"))
+                              f"({blocks} blocks / ({sm_count} SMs x {per_sm}))"), timing=True)
 
     print(f"{blocks} blocks of {threads} threads on {sm_count} SMs, {per_sm} per SM at a time; "
           f"a block runs {block_ns / 1e3:.1f} us")
@@ -157,6 +144,7 @@ def run_and_check(kernel, gpu, blocks, per_sm, threads=THREADS, shared_bytes=0, 
 
 def main(argv=None) -> int:
     cb.parse_args(argv, __doc__)
+    cb.gpu_alone()
     gpu = cb.init()
     kernel = load_kernel()
     per_sm = predicted_blocks_per_sm(gpu, THREADS)

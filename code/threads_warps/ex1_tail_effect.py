@@ -7,8 +7,6 @@ GPU sit idle. The grid should take three block-times, as long as a grid of
 three full waves, though it does only 5/6 of the work.
 
 Run:    python code/threads_warps/ex1_tail_effect.py
-Needs:  the GPU to itself (it measures the hardware; the test suite runs it
-        with no other test on the GPU).
 Checks: block_placement's checks (every block recorded, SM ids, blocks per
         SM, waves: 3 observed for 2.5 predicted-full); and the whole grid
         takes at least 2.75 block-times (it cannot finish in 2.5).
@@ -26,6 +24,7 @@ import cudabook as cb  # noqa: E402
 # --8<-- [start:solution]
 def main(argv=None) -> int:
     cb.parse_args(argv, __doc__)
+    cb.gpu_alone()                                            # it measures the hardware
     gpu = cb.init()
     kernel = bp.load_kernel()
     per_sm = bp.predicted_blocks_per_sm(gpu, bp.THREADS)     # 2 blocks of 1,024 threads

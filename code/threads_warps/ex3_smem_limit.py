@@ -8,8 +8,6 @@ exactly that: two blocks at a time on each SM, and a grid of
 2 x 2 x (number of SMs) blocks running in two waves.
 
 Run:    python code/threads_warps/ex3_smem_limit.py
-Needs:  the GPU to itself (it measures the hardware; the test suite runs it
-        with no other test on the GPU).
 Checks: block_placement's checks with the shared-memory prediction: every
         block recorded, SM ids, every SM used, the most blocks resident on
         one SM = 2, waves observed = 2.
@@ -30,6 +28,7 @@ SHARED = 100 * 1024     # bytes of dynamic shared memory per block
 # --8<-- [start:solution]
 def main(argv=None) -> int:
     cb.parse_args(argv, __doc__)
+    cb.gpu_alone()                                            # it measures the hardware
     gpu = cb.init()
     import pycuda.driver as cuda
 

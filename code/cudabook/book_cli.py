@@ -1,0 +1,279 @@
+"""The book's command line, `python -m cudabook` (each listing's own command
+line is listing_cli.py).
+
+    python -m cudabook doctor          is this machine ready to run the listings?
+    python -m cudabook list            every listing, its chapter and GPU record
+    python -m cudabook run <listing> [args]   run one (e.g. first_kernel/add_vectorized)
+    python -m cudabook new <chapter> <listing>  scaffold code/<chapter>/<listing>.cu and .py
+    python -m cudabook compare-records <dir> [--band 0.1]
+                                       do the records a GPU run wrote in <dir> reproduce
+                                       the committed ones? (the GPU workflow's check)
+
+`doctor` gathers facts (nvidia-smi, nvcc, PyCUDA, a tiny kernel) and then
+judges them in `diagnose`, which is pure logic so it can be tested without a
+GPU. It prints one line per check, with a fix for each problem, and exits 0
+only when every check passed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from . import listings, record
+from .gpu import find_nvcc
+
+
+@dataclass
+class Check:
+    ok: bool
+    label: str
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        s = f"[{'ok' if self.ok else 'FAIL'}] {self.label}: {self.detail}"
+        return s + (f"\n       fix: {self.fix}" if not self.ok and self.fix else "")
+
+
+def _run(cmd: list[str]) -> tuple[int, str]:
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        return r.returncode, r.stdout + r.stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return -1, str(e)
+
+
+TINY = r'''
+# A tiny kernel through the same path the listings take (cudabook.compile).
+import sys, tempfile
+from pathlib import Path
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import cudabook as cb
+cb.init()
+from pycuda import gpuarray
+cu = Path(tempfile.mkdtemp()) / "twice.cu"
+cu.write_text('extern "C" __global__ void twice(float* x, int n)'
+              '{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }')
+kernel = cb.compile(cu).get_function("twice")
+x = np.arange(1000, dtype=np.float32)
+g = gpuarray.to_gpu(x)
+kernel(g.gpudata, np.int32(x.size), block=(128, 1, 1), grid=(8, 1))
+print("OK" if np.array_equal(g.get(), 2 * x) else "WRONG")
+'''
+
+
+def gather() -> dict:
+    """Collect the raw facts doctor judges. Every value may be None."""
+    from pathlib import Path
+
+    facts: dict = {"nvidia_smi": shutil.which("nvidia-smi")}
+    if facts["nvidia_smi"]:
+        rc, out = _run([facts["nvidia_smi"], "--query-gpu=name,compute_cap,driver_version",
+                        "--format=csv,noheader"])
+        facts["smi_query"] = out.strip() if rc == 0 else None
+        facts["smi_query_error"] = None if rc == 0 else out.strip()
+        rc, out = _run([facts["nvidia_smi"]])
+        m = re.search(r"CUDA Version:\s*([\d.]+)", out)
+        facts["driver_cuda"] = m.group(1) if m else None
+    nvcc = find_nvcc()
+    facts["nvcc"] = nvcc
+    if nvcc:
+        rc, out = _run([nvcc, "--version"])
+        m = re.search(r"release ([\d.]+)", out)
+        facts["nvcc_version"] = m.group(1) if m else None
+        rc, out = _run([nvcc, "--list-gpu-arch"])
+        facts["nvcc_archs"] = out.split() if rc == 0 else []
+    try:
+        import pycuda  # noqa: F401
+        facts["pycuda"] = pycuda.VERSION_TEXT
+        try:
+            import pycuda.driver as cuda
+            facts["pycuda_cuda"] = ".".join(str(v) for v in cuda.get_version()[:2])
+        except ImportError as e:
+            facts["pycuda_driver_error"] = str(e)
+    except ImportError:
+        facts["pycuda"] = None
+    if facts.get("pycuda") and facts.get("smi_query"):
+        code = str(Path(__file__).resolve().parents[1])
+        rc, out = _run([sys.executable, "-c", TINY, code])
+        facts["tiny_kernel"] = out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
+    return facts
+
+
+def _ver(s: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", s or ""))[:2]
+
+
+def diagnose(f: dict) -> list[Check]:
+    """Judge the facts, in the order a reader should fix things."""
+    checks: list[Check] = []
+    if not f.get("nvidia_smi"):
+        checks.append(Check(False, "NVIDIA GPU", "nvidia-smi not found",
+                            "install the NVIDIA driver (it ships nvidia-smi); on Colab choose a GPU runtime"))
+        return checks + _software(f, None)
+    if not f.get("smi_query"):
+        checks.append(Check(False, "NVIDIA GPU", f"nvidia-smi found no usable GPU ({f.get('smi_query_error')})",
+                            "check that the GPU is visible (containers need --gpus all) and the driver is loaded"))
+        return checks + _software(f, None)
+    name, cc, driver = [x.strip() for x in f["smi_query"].splitlines()[0].split(",")]
+    arch = "sm_" + cc.replace(".", "")
+    checks.append(Check(True, "NVIDIA GPU", f"{name}, compute capability {cc} ({arch})"))
+    if f.get("driver_cuda"):
+        checks.append(Check(True, "driver", f"{driver}, supports CUDA up to {f['driver_cuda']}"))
+    else:
+        checks.append(Check(False, "driver", f"{driver}, but nvidia-smi did not say which CUDA it supports",
+                            "update the NVIDIA driver"))
+    return checks + _software(f, arch)
+
+
+def _software(f: dict, arch: str | None) -> list[Check]:
+    checks: list[Check] = []
+    if not f.get("nvcc"):
+        checks.append(Check(False, "nvcc", "not found",
+                            "install the CUDA toolkit and put its bin/ on PATH, or "
+                            "`pip install nvidia-cuda-nvcc nvidia-cuda-crt nvidia-cuda-runtime nvidia-nvvm`"))
+    else:
+        detail = f"{f['nvcc']} (CUDA {f.get('nvcc_version')})"
+        driver_cuda = f.get("driver_cuda")
+        if driver_cuda and _ver(f.get("nvcc_version")) > _ver(driver_cuda):
+            checks.append(Check(False, "nvcc", detail + f", newer than the driver's CUDA {driver_cuda}",
+                                "update the driver, or use a CUDA toolkit no newer than the driver supports"))
+        elif arch and "compute_" + arch[3:] not in f.get("nvcc_archs", []):
+            checks.append(Check(False, "nvcc", detail + f", but it cannot compile for {arch}",
+                                f"this GPU is newer than CUDA {f.get('nvcc_version')}: install a newer toolkit"))
+        else:
+            checks.append(Check(True, "nvcc", detail + (f", can compile for {arch}" if arch else "")))
+    if not f.get("pycuda"):
+        checks.append(Check(False, "PyCUDA", "not installed",
+                            "on a machine with the CUDA toolkit: pip install -e \".[gpu]\""))
+    elif f.get("pycuda_driver_error"):
+        checks.append(Check(False, "PyCUDA", f"{f['pycuda']} installed, but the driver library did not load "
+                            f"({f['pycuda_driver_error']})", "install the NVIDIA driver"))
+    else:
+        built, driver_cuda = f.get("pycuda_cuda"), f.get("driver_cuda")
+        if built and driver_cuda and _ver(built) > _ver(driver_cuda):
+            checks.append(Check(False, "PyCUDA", f"{f['pycuda']} built against CUDA {built}, newer than the "
+                                f"driver's {driver_cuda}", "update the driver, or rebuild PyCUDA "
+                                "against an older toolkit (pip install --no-binary pycuda pycuda)"))
+        else:
+            checks.append(Check(True, "PyCUDA", f"{f['pycuda']}, built against CUDA {built}"))
+    if "tiny_kernel" in f:
+        ok = f["tiny_kernel"] == "OK"
+        checks.append(Check(ok, "tiny kernel", "compiled, launched, right answer" if ok else f["tiny_kernel"],
+                            "" if ok else "read the error above; run a listing for the full message"))
+    return checks
+
+
+def doctor() -> int:
+    checks = diagnose(gather())
+    for c in checks:
+        print(c.line())
+    good = all(c.ok for c in checks)
+    print("all good: python code/first_kernel/add_vectorized.py --bench" if good
+          else "not ready: fix the first FAIL above, then run doctor again")
+    return 0 if good else 1
+
+
+def list_listings() -> int:
+    width = max((len(lst.id) for lst in listings.discover()), default=10)
+    for lst in listings.discover():
+        state, rec = record.status(lst)
+        text = record.badge_text(rec) if rec else ""
+        print(f"{lst.id:<{width}}  {state:<8} {text}")
+    return 0
+
+
+def run_listing(name: str, args: list[str]) -> int:
+    matches = [lst for lst in listings.discover() if name in (lst.id, lst.name)]
+    if len(matches) != 1:
+        print(f"no single listing called {name!r}; see `python -m cudabook list`", file=sys.stderr)
+        return 2
+    return subprocess.call([sys.executable, str(matches[0].py), *args])
+
+
+def new_listing(chapter: str, name: str, root=None) -> int:
+    """Write code/<chapter>/<name>.cu and .py from the templates and print the
+    include to paste into chapters/<chapter>/index.md. Everything else (tests,
+    notebook, verification table) picks the listing up by itself; the
+    freshness gate fails until it has been run on a GPU."""
+    from pathlib import Path
+
+    root = Path(root) if root else listings.ROOT
+    for what, value in (("chapter", chapter), ("listing", name)):
+        if not value.isidentifier() or value.startswith("_") or value == listings.HELPER_PACKAGE:
+            print(f"{what} must be a Python identifier such as my_{what}, got {value!r}", file=sys.stderr)
+            return 2
+    code = root / "code" / chapter
+    cu, py = code / f"{name}.cu", code / f"{name}.py"
+    if cu.exists() or py.exists():
+        print(f"{py} or {cu} exists already", file=sys.stderr)
+        return 2
+    templates = Path(__file__).with_name("templates")
+    fields = {"name": name, "chapter": chapter, "title": name.replace("_", " ").capitalize(),
+              "pad": " " * len(f'extern "C" __global__ void {name}(')}
+    code.mkdir(parents=True, exist_ok=True)
+    cu.write_text((templates / "listing.cu.tmpl").read_text().format(**fields))
+    py.write_text((templates / "listing.py.tmpl").read_text().format(**fields))
+    page = root / "chapters" / chapter / "index.md"
+    print(f"wrote {cu.relative_to(root)} and {py.relative_to(root)}")
+    print(f"\npaste into {page.relative_to(root)}{'' if page.exists() else ' (create it, and add it to nav in mkdocs.yml)'}:\n")
+    print(f'```cuda title="code/{chapter}/{name}.cu"\n--8<-- "code/{chapter}/{name}.cu:kernel"\n```\n')
+    print(f'```python title="code/{chapter}/{name}.py"\n--8<-- "code/{chapter}/{name}.py:launch"\n```\n')
+    print("then, on a GPU machine: REQUIRE_GPU=1 python -m pytest -m gpu -n 16 --stale")
+    return 0
+
+
+def compare_records(new_dir: str, band: float) -> int:
+    """Compare the records a GPU run just wrote (under new_dir) with the
+    committed ones: exit 1, naming each mismatch, unless every new record
+    reproduces its committed one (see record.reproduces)."""
+    from pathlib import Path
+
+    new_root = Path(new_dir)
+    bad, seen = [], 0
+    for lst in listings.discover():
+        new_path = new_root / lst.chapter / f"{lst.name}.json"
+        if not new_path.exists():
+            continue
+        seen += 1
+        new = record.from_dict(json.loads(new_path.read_text()), str(new_path))
+        old = record.load(lst)
+        if old is None:
+            bad.append(f"{lst.id}: no committed record to compare with")
+            continue
+        bad += record.reproduces(new, old, band)
+    for line in bad:
+        print(line)
+    print(f"{seen} record(s) compared, {len(bad)} mismatch(es) (band ±{100 * band:.0f}%)")
+    return 1 if bad or not seen else 0
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "doctor":
+        return doctor()
+    if cmd == "list":
+        return list_listings()
+    if cmd == "run" and rest:
+        return run_listing(rest[0], rest[1:])
+    if cmd == "new" and len(rest) == 2:
+        return new_listing(*rest)
+    if cmd == "compare-records" and rest:
+        band = float(rest[rest.index("--band") + 1]) if "--band" in rest else record.NOISE_BAND
+        return compare_records(rest[0], band)
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

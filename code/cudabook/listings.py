@@ -1,0 +1,243 @@
+"""The book's listings: which exist, which files belong to each, what each
+imports, and what each says about itself.
+
+A listing is `code/<chapter>/<name>.py`, with its kernel in `<name>.cu` when
+it has one. A file under `code/<chapter>/` whose name starts with `_` is a
+helper: a Python module (`_common.py`) or a kernel header (`_tiles.cuh`)
+that listings import or `#include`; it belongs to every listing that uses
+it. Every other file there is an orphan, and the tests fail on it.
+
+What a listing imports is read from its syntax tree (`import x`,
+`from a.b import c`, `importlib.import_module("x")`), never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HELPER_PACKAGE = "cudabook"
+EXPECT = re.compile(r'^Expect:\s+compute-sanitizer --tool (memcheck|racecheck|initcheck|synccheck)\s+'
+                    r'reports\s+"([^"]+)"', re.M)
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+@dataclass(frozen=True)
+class Listing:
+    chapter: str
+    name: str
+    root: Path = ROOT
+
+    @property
+    def id(self) -> str:
+        return f"{self.chapter}/{self.name}"
+
+    @property
+    def py(self) -> Path:
+        return self.root / "code" / self.chapter / f"{self.name}.py"
+
+    @property
+    def cu(self) -> Path | None:
+        p = self.py.with_suffix(".cu")
+        return p if p.exists() else None
+
+    @property
+    def files(self) -> list[Path]:
+        return [p for p in (self.py, self.cu) if p is not None]
+
+    @property
+    def expectation(self) -> tuple[str, str] | None:
+        """For a listing broken on purpose: (tool, error class) from its
+        docstring line `Expect: compute-sanitizer --tool T reports "E" ...`.
+        Its GPU test passes only when tool T reports an error whose text
+        contains E; it runs at no other size."""
+        m = EXPECT.search(self.py.read_text())
+        return (m.group(1), m.group(2)) if m else None
+
+    @property
+    def broken_tool(self) -> str | None:
+        e = self.expectation
+        return e[0] if e else None
+
+    @property
+    def record_path(self) -> Path:
+        return self.root / "results" / self.chapter / f"{self.name}.json"
+
+    def rel(self, p: Path) -> str:
+        return p.relative_to(self.root).as_posix()
+
+
+def chapters(root: Path = ROOT) -> list[str]:
+    """Code folders that hold listings (every folder of code/ but the helper package)."""
+    code = root / "code"
+    return sorted(p.name for p in code.iterdir()
+                  if p.is_dir() and p.name != HELPER_PACKAGE and p.name.isidentifier()
+                  and not p.name.startswith("_"))
+
+
+def discover(root: Path = ROOT) -> list[Listing]:
+    """Every listing in the book, in a stable order."""
+    out = []
+    for ch in chapters(root):
+        for py in sorted((root / "code" / ch).glob("*.py")):
+            if not py.name.startswith("_"):
+                out.append(Listing(ch, py.stem, root))
+    return out
+
+
+def find(listing_id: str, root: Path = ROOT) -> Listing:
+    chapter, name = listing_id.split("/")
+    return Listing(chapter, name, root)
+
+
+def _dotted(node) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def imported_modules(py: Path) -> set[str]:
+    """Every module name a Python file imports, read from its syntax tree:
+    `import a.b`, `from a import b` (as `a` and `a.b`), and
+    `importlib.import_module("a.b")` with a literal name. Relative imports
+    are returned with their leading dots."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(py.read_text(), filename=str(py))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            names.add(base)
+            sep = "" if base.endswith(".") else "."
+            names |= {f"{base}{sep}{a.name}" for a in node.names if a.name != "*"}
+        elif (isinstance(node, ast.Call) and _dotted(node.func) in
+              ("importlib.import_module", "import_module", "__import__")
+              and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)):
+            names.add(node.args[0].value)
+    return names
+
+
+def _code_file(root: Path, chapter: str, module: str) -> Path | None:
+    """The file under code/ that a module name means, seen from a file in
+    code/<chapter>/ (whose folder is on sys.path when it runs as a script)."""
+    parts = module.split(".")
+    candidates = []
+    if len(parts) == 2:
+        candidates.append(root / "code" / parts[0] / f"{parts[1]}.py")
+    if len(parts) == 1:
+        candidates.append(root / "code" / chapter / f"{parts[0]}.py")
+    for c in candidates:
+        if c.is_file() and c.parent.name != HELPER_PACKAGE:
+            return c
+    return None
+
+
+def _included(cu: Path) -> list[Path]:
+    """Files a .cu file #includes with quotes, from its own folder."""
+    out = []
+    for name in INCLUDE.findall(cu.read_text()):
+        p = cu.parent / name
+        if p.is_file():
+            out.append(p)
+    return out
+
+
+def code_closure(listing: Listing) -> list[Path]:
+    """The chapter files whose code runs when the listing runs: its own, those
+    of the listings and helpers it imports (directly or through them), and the
+    files their kernels #include. In a stable order, own files first."""
+    root = listing.root
+    seen: dict[Path, None] = {}
+    todo = list(listing.files)
+    while todo:
+        f = todo.pop(0)
+        if f in seen:
+            continue
+        seen[f] = None
+        if f.suffix == ".py":
+            for m in sorted(imported_modules(f)):
+                dep = _code_file(root, f.parent.name, m)
+                if dep is not None:
+                    todo.append(dep)
+                    cu = dep.with_suffix(".cu")
+                    if cu.is_file():
+                        todo.append(cu)
+        else:
+            todo += _included(f)
+    own = listing.files
+    return own + sorted((p for p in seen if p not in own), key=lambda p: p.as_posix())
+
+
+def uses(listing: Listing) -> list[Listing]:
+    """Other listings whose code this one runs (an exercise's solution that
+    reuses a chapter listing's kernel)."""
+    known = {lst.py: lst for lst in discover(listing.root)}
+    return sorted({known[p] for p in code_closure(listing) if p in known and p != listing.py},
+                  key=lambda lst: lst.id)
+
+
+def launches_kernels(listing: Listing) -> bool:
+    """Does running the listing launch a kernel of the book's own (its .cu, or
+    one of a listing or helper it uses)? Such a listing runs under every
+    compute-sanitizer tool."""
+    return any(p.suffix in (".cu", ".cuh") for p in code_closure(listing))
+
+
+def helper_modules(listing: Listing) -> list[Path]:
+    """The modules of the helper package that run when the listing runs: the
+    package's __init__ and everything it imports, and any module the
+    listing's code imports by name (cudabook.x), followed through their
+    relative imports."""
+    pkg = listing.root / "code" / HELPER_PACKAGE
+    wanted = {pkg / "__init__.py"}
+    for f in code_closure(listing):
+        if f.suffix == ".py":
+            wanted |= {pkg / f"{m.split('.')[1]}.py" for m in imported_modules(f)
+                       if m.startswith(HELPER_PACKAGE + ".") and (pkg / f"{m.split('.')[1]}.py").is_file()}
+    seen: set[Path] = set()
+    todo = sorted(wanted)
+    while todo:
+        f = todo.pop()
+        if f in seen or not f.is_file():
+            continue
+        seen.add(f)
+        for m in imported_modules(f):
+            if m.startswith(".") and not m.startswith(".."):
+                name = m.lstrip(".").split(".")[0]
+                if name:
+                    todo.append(pkg / f"{name}.py")
+    return sorted(seen, key=lambda p: p.name)
+
+
+def orphans(root: Path = ROOT) -> list[Path]:
+    """Files under code/<chapter>/ that belong to no listing: neither a
+    listing's .py or .cu, nor a helper (`_*`) that some listing uses."""
+    used: set[Path] = set()
+    for lst in discover(root):
+        used |= set(code_closure(lst))
+    out = []
+    for ch in chapters(root):
+        for p in sorted((root / "code" / ch).iterdir()):
+            if p.name == "__pycache__" or p in used:
+                continue
+            out.append(p)
+    return out
+
+
+def describe(listing: Listing) -> dict:
+    """What a listing's command line accepts ({"sized": ..., "bench": ...}),
+    asked of the listing itself (`--describe` needs no GPU)."""
+    r = subprocess.run([sys.executable, str(listing.py), "--describe"], capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError(f"{listing.id} --describe failed:\n{r.stderr}")
+    return json.loads(r.stdout)

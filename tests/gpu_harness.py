@@ -1,0 +1,148 @@
+"""The GPU suite's machinery: running a listing in its own process, sharing
+the GPU between listings, and writing each listing's record.
+
+Every GPU test stores what it saw in a staging folder shared by all
+pytest-xdist workers; as soon as all of a listing's GPU tests have run, its
+record is written to results/<chapter>/<name>.json (or under
+$CUDABOOK_RESULTS). A listing with a skipped or deselected GPU test gets no
+new record.
+
+The GPU is shared through the lock in cudabook/lock.py: every listing
+process holds it shared, and a listing that times something, or measures the
+hardware, takes it alone for that part. The lock lives in the staging folder
+and is named to the listings in CUDABOOK_GPU_LOCK.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import DESCRIPTIONS, LISTINGS, REQUIRE_GPU, ROOT
+
+from cudabook import listings, record, suite
+from cudabook.gpu import EXIT_SKIPPED
+
+
+def staging() -> Path:
+    """The session's staging folder (conftest.pytest_configure makes it)."""
+    return Path(os.environ["CUDABOOK_STAGING"])
+
+
+def results_root() -> Path:
+    return Path(os.environ.get("CUDABOOK_RESULTS", ROOT / "results"))
+
+
+def lock_env() -> dict:
+    return {"CUDABOOK_GPU_LOCK": str(staging() / "gpu.lock")}
+
+
+def run_listing(listing: listings.Listing, *args: str, prefix: list[str] | None = None,
+                timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a listing in its own process, so a crashed CUDA context cannot take
+    the test session down with it. Under compute-sanitizer the suite sets
+    CUDABOOK_SANITIZER=<tool>, so a listing can tell a check about the GPU's
+    scheduling or timing (which instrumentation changes) from one about its
+    answer (which it must not)."""
+    cmd = [*(prefix or []), sys.executable, str(listing.py), *args]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **lock_env(), **(env or {}))
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def run_module(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """`python -m <args>` from the repository, with code/ importable."""
+    env = dict(os.environ, **lock_env(),
+               PYTHONPATH=os.pathsep.join([str(ROOT / "code"), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=timeout)
+
+
+def required_runs(listing: listings.Listing) -> set[str]:
+    d = DESCRIPTIONS[listing.id]
+    return suite.required_runs(sized=d["sized"], bench=d["bench"],
+                               kernels=listings.launches_kernels(listing), broken_tool=d["broken"])
+
+
+def store(listing: listings.Listing, key: str, value: dict) -> None:
+    """Keep one GPU test's findings; the test that completes a listing's set
+    writes its record at once, so a run cut short keeps what it finished."""
+    d = staging() / listing.chapter / listing.name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / (key.replace(":", "__") + ".json")).write_text(json.dumps(value, default=str))
+    with open(staging() / ".write.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            got = staged().get(listing.id, {})
+            if set(got) == required_runs(listing) and not (d / ".written").exists():
+                rec = record.build(listing, got, DESCRIPTIONS[listing.id])
+                path = results_root() / listing.chapter / f"{listing.name}.json"
+                rec.write(path)
+                (d / ".written").touch()
+                print(f"\nGPU record written: {path}")
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def staged() -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for f in staging().glob("*/*/*.json"):
+        lid = f"{f.parent.parent.name}/{f.parent.name}"
+        out.setdefault(lid, {})[f.stem.replace("__", ":")] = json.loads(f.read_text())
+    return out
+
+
+def skip_or_fail(reason: str):
+    """Skip a GPU test whose machine lacks something, unless REQUIRE_GPU=1
+    (the GPU workflow), where every missing piece is a failure."""
+    if REQUIRE_GPU:
+        pytest.fail(f"REQUIRE_GPU=1 but {reason}")
+    pytest.skip(reason)
+
+
+def probe(body: str) -> subprocess.CompletedProcess:
+    """Run `body` (Python, with `cb` imported) in a fresh process through
+    cb.run, so a missing GPU, driver, nvcc or PyCUDA skips (or, with
+    REQUIRE_GPU=1, fails) the test instead of crashing it."""
+    code = ("import json, sys; sys.path.insert(0, 'code'); import cudabook as cb\n"
+            f"def body():\n    {body}\n    return 0\nsys.exit(cb.run(body))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    if r.returncode == EXIT_SKIPPED:
+        skip_or_fail(r.stderr.strip().removeprefix("SKIPPED: "))
+    assert r.returncode == 0, f"GPU probe crashed:\n{r.stderr}"
+    return r
+
+
+@pytest.fixture(scope="session")
+def gpu_ready() -> None:
+    """Skip (or, with REQUIRE_GPU=1, fail) when this machine cannot run listings."""
+    probe("cb.init(); cb.gpu.ensure_nvcc_on_path()")
+
+
+@pytest.fixture(scope="session")
+def gpu_environment(gpu_ready) -> dict:
+    """The GPU, driver and versions, for a record whose listing reports
+    nothing itself (a broken listing only ever runs under the sanitizer)."""
+    r = probe("cb.init(); print(json.dumps(cb.gpu.environment()))")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def sanitizer_path() -> str | None:
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for c in ("/usr/local/cuda/bin/compute-sanitizer",):
+        if Path(c).exists():
+            return c
+    return None
+
+
+__all__ = ["LISTINGS", "DESCRIPTIONS", "ROOT", "gpu_environment", "gpu_ready", "probe", "run_listing",
+           "run_module", "required_runs", "results_root", "sanitizer_path", "skip_or_fail", "staged",
+           "staging", "store"]
