@@ -64,10 +64,8 @@ FIRST = ("test_records.py::test_listing_has_a_current_consistent_record",
 
 def pytest_collection_modifyitems(config, items):
     def rank(item):
-        for i, prefix in enumerate(FIRST):
-            if item.nodeid.split("/")[-1].startswith(prefix):
-                return i
-        return len(FIRST)
+        name = f"{Path(str(item.fspath)).name}::{getattr(item, 'originalname', item.name)}"
+        return FIRST.index(name) if name in FIRST else len(FIRST)
     items.sort(key=rank)
     if config.getoption("--stale"):
         stale = stale_ids()
