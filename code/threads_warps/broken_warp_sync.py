@@ -6,7 +6,7 @@ plainly, it usually prints "ok": the lanes of a warp often do run together.
 Nothing promises it, since each lane has its own program counter, and
 racecheck sees the unordered write and read inside the warp.
 
-Expect: compute-sanitizer --tool racecheck reports "Race reported between Write access" and a read of s[next] in rotate.
+Expect: compute-sanitizer --tool racecheck reports "Race reported between" a write and a read of s[next] in rotate.
 
 Run:    compute-sanitizer --tool racecheck python code/threads_warps/broken_warp_sync.py --n 1027
         (plainly: python code/threads_warps/broken_warp_sync.py [--n N] [--seed S])

@@ -99,9 +99,10 @@ def main(argv=None) -> int:
     timed_out = int(np.count_nonzero(spins >= MAX_SPINS))
     waited = int(np.count_nonzero((spins > 0) & (spins < MAX_SPINS)))
     cb.report_check(cb.expect("handoff: every warp's message arrived", arrived == warps,
-                              f"{arrived:,} of {warps:,} warps"), timing=True)
+                              f"{arrived:,} of {warps:,} warps", n=args.n), timing=True)
     cb.report_check(cb.expect("handoff: no consumer gave up waiting", timed_out == 0,
-                              f"{timed_out:,} of {warps:,} timed out after {MAX_SPINS:,} rounds"), timing=True)
+                              f"{timed_out:,} of {warps:,} timed out after {MAX_SPINS:,} rounds", n=args.n),
+                    timing=True)
     print(f"lane 0 spun while lane 31 of its warp worked in {waited:,} of {warps:,} warps "
           f"(median {int(np.median(spins)):,} rounds, most {int(spins.max()):,})")
     cb.report_check(check_rotate(kernels["rotate"], x))
