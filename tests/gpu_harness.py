@@ -112,7 +112,7 @@ def probe(body: str) -> subprocess.CompletedProcess:
     code = ("import json, sys; sys.path.insert(0, 'code'); import cudabook as cb\n"
             f"def body():\n    {body}\n    return 0\nsys.exit(cb.run(body))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                       timeout=120)
+                       timeout=120, env=dict(os.environ, **lock_env()))
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip().removeprefix("SKIPPED: "))
     assert r.returncode == 0, f"GPU probe crashed:\n{r.stderr}"

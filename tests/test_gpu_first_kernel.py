@@ -8,12 +8,13 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 
 import pytest
-from gpu_harness import ROOT, gpu_ready, run_listing, skip_or_fail  # noqa: F401
+from gpu_harness import ROOT, gpu_ready, lock_env, run_listing, skip_or_fail  # noqa: F401
 
 from cudabook import listings
 from cudabook.gpu import EXIT_SKIPPED
@@ -95,7 +96,7 @@ print(json.dumps(out))
 @pytest.mark.parametrize("name", ADDS)
 def test_bad_inputs_name_the_argument(name, gpu_ready):
     r = subprocess.run([sys.executable, "-c", BAD_INPUTS, name], capture_output=True, text=True,
-                       cwd=ROOT, timeout=300)
+                       cwd=ROOT, timeout=300, env=dict(os.environ, **lock_env()))
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())
     assert r.returncode == 0, r.stderr
