@@ -2,8 +2,15 @@
 
 Run on a machine with an NVIDIA GPU and PyCUDA:
 
-    REQUIRE_GPU=1 python -m pytest -m gpu -n 16            # everything
-    REQUIRE_GPU=1 python -m pytest -m gpu -n 16 --stale    # only what is not current
+    REQUIRE_GPU=1 python -m cudabook verify            # everything
+    REQUIRE_GPU=1 python -m cudabook verify --stale    # only what is not current
+
+`verify` runs pytest twice over one staging folder: first the checks and the
+sanitizer runs, side by side on every core (-m "gpu and not timed"), then
+the tests that measure (-m "gpu and timed": benchmarks, listings that call
+cb.gpu_alone(), notebooks) on a few workers, each timing with the GPU and
+the machine to itself (cudabook/lock.py). One pytest with everything mixed
+would make each timing wait for every long check running beside it.
 
 Without a GPU each test is skipped with the reason; with REQUIRE_GPU=1 a
 missing GPU (or torch, for the baselines) is a failure. The session writes
@@ -31,7 +38,8 @@ pytestmark = pytest.mark.gpu
 WORKING = [lst for lst in LISTINGS if not DESCRIPTIONS[lst.id]["broken"]]
 BROKEN = [lst for lst in LISTINGS if DESCRIPTIONS[lst.id]["broken"]]
 SIZED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["sized"]]
-UNSIZED = [lst for lst in WORKING if not DESCRIPTIONS[lst.id]["sized"]]
+UNSIZED = [pytest.param(lst, marks=pytest.mark.timed) if "cb.gpu_alone()" in lst.py.read_text() else lst
+           for lst in WORKING if not DESCRIPTIONS[lst.id]["sized"]]
 KERNELS = [lst for lst in WORKING if listings.launches_kernels(lst)]
 BENCHED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["bench"]]
 STDOUT_LIMIT = 100_000
@@ -118,6 +126,7 @@ def test_broken_listing_is_caught(listing, gpu_environment):
     assert caught, f"compute-sanitizer --tool {tool} did not report {error!r} in {listing.id}:\n{text[-3000:]}"
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("listing", BENCHED, ids=lambda lst: lst.id)
 def test_benchmark(listing, tmp_path, gpu_ready):
     r, report = _run_and_store(listing, "bench", tmp_path, "--bench")
@@ -127,6 +136,7 @@ def test_benchmark(listing, tmp_path, gpu_ready):
 CHAPTERS = sorted({lst.chapter for lst in LISTINGS})
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_notebook_executes(chapter, gpu_ready):
     """Execute the chapter's companion notebook and store it with its outputs."""

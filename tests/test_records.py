@@ -213,7 +213,7 @@ def test_listings_that_launch_a_kernel_elsewhere_are_sanitized():
 def test_stale_message_gives_the_command(tree):
     lst = _copy(tree, "first_kernel/add_vectorized")
     cmd = record.reverify_command(lst)
-    assert "REQUIRE_GPU=1 python -m pytest -m gpu -n 16 --stale" in cmd
+    assert "REQUIRE_GPU=1 python -m cudabook verify --stale" in cmd
     assert "chapters/first_kernel/first_kernel.ipynb" in cmd
     lst.record_path.unlink()
     assert record.status(lst)[0] == "missing"

@@ -51,4 +51,4 @@ def test_new_listing_goes_through_every_check(tmp_path):
     r = _run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_records.py", "-k", "scale_demo")
     assert r.returncode == 1
     assert "first_kernel/scale_demo has never been run on a GPU" in r.stdout
-    assert "REQUIRE_GPU=1 python -m pytest -m gpu -n 16 --stale" in r.stdout and "scale_demo" in r.stdout
+    assert "REQUIRE_GPU=1 python -m cudabook verify --stale" in r.stdout and "scale_demo" in r.stdout

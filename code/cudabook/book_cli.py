@@ -5,6 +5,8 @@ line is listing_cli.py).
     python -m cudabook list            every listing, its chapter and GPU record
     python -m cudabook run <listing> [args]   run one (e.g. first_kernel/add_vectorized)
     python -m cudabook new <chapter> <listing>  scaffold code/<chapter>/<listing>.cu and .py
+    python -m cudabook verify [--stale] [pytest args]
+                                       run the GPU suite (checks, then timings) and write records
     python -m cudabook compare-records <dir> [--band 0.1]
                                        do the records a GPU run wrote in <dir> reproduce
                                        the committed ones? (the GPU workflow's check)
@@ -225,7 +227,7 @@ def new_listing(chapter: str, name: str, root=None) -> int:
     print(f"\npaste into {page.relative_to(root)}{'' if page.exists() else ' (create it, and add it to nav in mkdocs.yml)'}:\n")
     print(f'```cuda title="code/{chapter}/{name}.cu"\n--8<-- "code/{chapter}/{name}.cu:kernel"\n```\n')
     print(f'```python title="code/{chapter}/{name}.py"\n--8<-- "code/{chapter}/{name}.py:launch"\n```\n')
-    print("then, on a GPU machine: REQUIRE_GPU=1 python -m pytest -m gpu -n 16 --stale")
+    print("then, on a GPU machine: REQUIRE_GPU=1 python -m cudabook verify --stale")
     return 0
 
 
@@ -254,6 +256,22 @@ def compare_records(new_dir: str, band: float) -> int:
     return 1 if bad or not seen else 0
 
 
+def verify(args: list[str]) -> int:
+    """The GPU suite in two passes over one staging folder (see tests/test_gpu.py):
+    checks and sanitizer runs on every core, then the timed tests on a few
+    workers. Extra arguments (--stale, -k ...) go to both passes."""
+    import os
+    import tempfile
+
+    env = dict(os.environ, CUDABOOK_STAGING=tempfile.mkdtemp(prefix="cudabook-staging-"))
+    cores = str(max(2, os.cpu_count() or 2))
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+    first = subprocess.call(base + ["-m", "gpu and not timed", "-n", cores, *args], env=env, cwd=listings.ROOT)
+    second = subprocess.call(base + ["-m", "gpu and timed", "-n", "4", *args], env=env, cwd=listings.ROOT)
+    ok = {0, 5}  # 5: nothing selected (e.g. --stale with everything current)
+    return 0 if first in ok and second in ok else (first if first not in ok else second)
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -268,6 +286,8 @@ def main(argv=None) -> int:
         return run_listing(rest[0], rest[1:])
     if cmd == "new" and len(rest) == 2:
         return new_listing(*rest)
+    if cmd == "verify":
+        return verify(rest)
     if cmd == "compare-records" and rest:
         band = float(rest[rest.index("--band") + 1]) if "--band" in rest else record.NOISE_BAND
         return compare_records(rest[0], band)

@@ -182,7 +182,7 @@ def compare(name: str, out, ref, *, k: float = 1, scale=None, n: int | None = No
         outside += int(np.count_nonzero(ratio > 1.0))
         err2 += float(np.sum(np.where(finite, diff, 0.0) ** 2))
         ref2 += float(np.sum(exp ** 2))
-        top = np.argsort(ratio, kind="stable")[::-1][:show]
+        top = np.argpartition(ratio, -show)[-show:] if ratio.size > show else np.arange(ratio.size)
         candidates += [(float(ratio[j]), lo + int(j), float(got[j]), float(exp[j]), float(bound[j]))
                        for j in top]
         worst_ratio = max(worst_ratio, float(ratio.max()) if ratio.size else 0.0)

@@ -51,7 +51,7 @@ def normalized_python(text: str) -> str:
         for r in range(r0, r1 + 1):
             row = chars[r - 1]
             a = c0 if r == r0 else 0
-            b = c1 if r == r1 else len(row.rstrip("\r\n")) if row else 0
+            b = c1 if r == r1 else len(row)
             for c in range(a, min(b, len(row))):
                 if row[c] not in "\r\n":
                     row[c] = " "

@@ -338,8 +338,8 @@ def status(listing: Listing, description: dict | None = None) -> tuple[str, Reco
 def reverify_command(listing: Listing) -> str:
     """The one command that makes a stale listing current again (its chapter's
     notebook included), then what to commit."""
-    return (f"on a GPU machine: REQUIRE_GPU=1 python -m pytest -m gpu -n 16 --stale "
-            f"(or -k '{listing.name} or notebook and {listing.chapter}'), "
+    return (f"on a GPU machine: REQUIRE_GPU=1 python -m cudabook verify --stale "
+            f"(it re-runs {listing.id} and the {listing.chapter} notebook), "
             f"then commit results/ and chapters/{listing.chapter}/{listing.chapter}.ipynb")
 
 
