@@ -143,3 +143,43 @@ def test_every_glossary_term_is_linked_from_a_chapter():
     text = "".join(p.read_text() for p in CHAPTER_PAGES)
     unlinked = [a for a in anchors if f"glossary.md#{a})" not in text]
     assert not unlinked, f"glossary entries no chapter links to: {unlinked}"
+
+
+# --- measured numbers come from records -----------------------------------------
+# A speed, a time, a speed-up or a share of a ceiling in the prose must be a
+# [[rec:...]] substitution. A number that is not a measurement (a datasheet
+# figure, an assumption in a worked example) is marked as given:
+# <span class="cb-given">600 ns</span>. Code, output blocks, math and links
+# are not prose.
+_NUM = r"(?<![\w.,])\d[\d,]*(?:\.\d+)?"
+MEASURED = re.compile(_NUM + r"\s*(?:GB/s|TB/s|MB/s|ms|µs|us|ns)\b"
+                      + "|" + _NUM + r"\s?[×x](?![\w])(?!\s*[\d⟨(])"
+                      + "|" + _NUM + r"\s*%\s+of\s+(?:the\s+)?(?:copy|peak|nominal|ceiling|link|HBM|bandwidth|torch|its)")
+_NOT_PROSE = [re.compile(p, re.S) for p in (
+    r"<!--.*?-->", r"`[^`\n]*`", r"\\\(.*?\\\)", r"\\\[.*?\\\]", r"\$[^$\n]+\$",
+    r'<span class="cb-given">.*?</span>', r"\]\([^)]*\)")]
+_FENCED = re.compile(r"^(\s*)(```+|~~~+).*?^\1\2\s*$", re.M | re.S)
+
+
+def typed_measurements(markdown: str) -> list[str]:
+    text = _FENCED.sub("", markdown)
+    text = re.sub(r"\[\[rec:[^\]]+\]\]", "⟨rec⟩", text)
+    for p in _NOT_PROSE:
+        text = p.sub(" ", text)
+    return [m.group(0) for m in MEASURED.finditer(text)]
+
+
+def test_typed_measurement_check_catches_typed_numbers():
+    sample = ("It reached 4.38 TB/s, a slowdown of 1.97×, 55% of copy, took 5 ms and 120 µs, 2x faster. "
+              "Not these: 3 × 2 × 132, 2 × [[rec:a/b:c]] MHz, [[rec:a/b:rate]] GB/s, PCIe x16, "
+              '<span class="cb-given">600 ns</span>, `5 ms`.')
+    assert typed_measurements(sample) == ["4.38 TB/s", "1.97×", "55% of copy", "5 ms", "120 µs", "2x"]
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES + sorted((ROOT / "docs").glob("*.md")),
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_measured_numbers_come_from_records(page):
+    found = typed_measurements(page.read_text())
+    assert not found, (f"{page.relative_to(ROOT)} states measurements typed by hand: {found}. Substitute "
+                       "them from a record ([[rec:<chapter>/<listing>:<field>]]), or mark a number that is "
+                       'not a measurement as <span class="cb-given">...</span> and say where it comes from.')

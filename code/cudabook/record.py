@@ -33,7 +33,7 @@ ENVIRONMENT_KEYS = ("gpu", "compute_capability", "sm_count", "driver", "cuda", "
 CLEAN_SUMMARY = re.compile(r"^========= (ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed "
                            r"\(0 errors, 0 warnings\))$")
 ANY_SUMMARY = re.compile(r"^========= (ERROR|RACECHECK) SUMMARY: ")
-COMMAND = "REQUIRE_GPU=1 python -m pytest -m gpu"
+COMMAND = "REQUIRE_GPU=1 python -m cudabook verify"
 
 
 class RecordError(ValueError):
