@@ -123,11 +123,16 @@ class Reader:
         self.page.wait_for_function(SETTLED)
         return self.page
 
-    def shot(self, name: str, **kw):
+    def shot(self, name: str):
+        """A screenshot of the viewport, once every transition (Material's
+        header title, the colour scheme) has finished; endless animations
+        (the pulse of a code annotation's marker) never do, and are left be."""
         d = os.environ.get("CUDABOOK_SCREENSHOTS")
         if d:
+            self.page.wait_for_function("""() => document.getAnimations().every(a =>
+                a.playState !== 'running' || !a.effect || a.effect.getTiming().iterations === Infinity)""")
             Path(d).mkdir(parents=True, exist_ok=True)
-            self.page.screenshot(path=str(Path(d) / f"{name}.png"), full_page=False, **kw)
+            self.page.screenshot(path=str(Path(d) / f"{name}.png"), full_page=False)
 
     def close(self):
         assert self.errors == [], f"console errors: {self.errors}"
@@ -173,7 +178,9 @@ def test_chapter_shows_listing_badge_math_and_figures(reader):
     expect(code).to_be_visible()
     assert page.locator(".katex").count() >= 3, "math did not render"
     page.wait_for_function(IMAGES_LOADED)
-    page.locator(".cb-record").first.scroll_into_view_if_needed()  # a listing and its badge
+    # the kernel's listing at the top of the window, its badge below it
+    code.evaluate("e => window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY - 120)")
+    page.wait_for_function("() => window.scrollY > 0")
     reader.shot("chapter")
 
     # The badge links to the listing's row on the verification page. Material's
@@ -416,9 +423,9 @@ def svg_label_sizes(svg: bytes) -> tuple[float, float, list[tuple[float, str]]]:
         size = size or inherited
         children = [c for c in el if isinstance(c.tag, str)]
         if tag in ("text", "tspan"):
-            own = (el.text or "") + "".join(c.tail or "" for c in el)
-            if own.strip():
-                found.append((size * _scale(matrix), own.strip()))
+            own = ((el.text or "") + "".join(c.tail or "" for c in el)).strip()
+            if own:
+                found.append((size * _scale(matrix), own if label is None else f"{own}' of '{label}"))
         if tag == "use" and label is not None:
             found.append((100 * _scale(matrix), label))
         if tag == "g" and re.fullmatch(r"text_\d+", el.get("id") or ""):
