@@ -217,8 +217,9 @@ def test_copy_button_copies_the_listing(browser, site):
 
 def test_search_finds_warp(reader):
     page = reader.open("/")
-    page.locator(".md-search__input").click()
-    page.keyboard.type("warp", delay=30)
+    search = page.locator(".md-search__input")
+    search.click()
+    search.press_sequentially("warp")  # key by key: Material searches on keyup
     # The chapter that shows the warp size of a real GPU must be among the
     # hits. Material answers once its search worker has built the index,
     # however long that takes.
