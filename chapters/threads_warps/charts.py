@@ -48,10 +48,9 @@ def _placement_chart(chapter: str, name: str) -> bytes | None:
                         color=plots.COLOURS[w % len(plots.COLOURS)], alpha=0.85, linewidth=0)
     waves = int(wave.max()) + 1
     bottom.legend(handles=[Patch(color=plots.COLOURS[w % len(plots.COLOURS)], alpha=0.85, label=f"wave {w + 1}")
-                           for w in range(waves)], loc="upper right", ncols=min(waves, 3))
+                           for w in range(waves)], loc="lower right", ncols=min(waves, 3))
     bottom.set_yticks(range(len(sms)), [f"SM {s}" for s in sms])
-    bottom.set_ylim(-0.7, len(sms) + 1.4)
-    bottom.invert_yaxis()
+    bottom.set_ylim(len(sms) + 1.6, -0.7)          # SM 0 on top, room for the legend below the rows
     bottom.set_xlabel("time since the first block started, µs")
     fig.tight_layout()
     return plots.svg(fig)

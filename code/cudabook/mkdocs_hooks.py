@@ -313,34 +313,50 @@ def _sanitizer_text(listing: Listing, rec: record.Record) -> str:
     return f'<span title="{", ".join(sorted(rec.sanitizer))}">{clean} of {len(rec.sanitizer)} clean</span>'
 
 
+def _nav_chapters() -> list[str]:
+    """Chapter folders in the order mkdocs.yml's nav lists them."""
+    nav = (listings.ROOT / "mkdocs.yml").read_text()
+    return [m for m in re.findall(r"chapters/([\w-]+)/index\.md", nav)]
+
+
 def records_table(page) -> str:
     """The verification page's table: one short row per listing. Where the
     records were made (GPU, architecture, CUDA) is said once above it, and
     per row only when a record differs from that."""
-    rows_in = [(lst, *record.status(lst)) for lst in listings.discover()]
-    made = sorted({(rec.gpu, record.where_text(rec).rsplit(" · ", 1)[0])
-                   for _, _, rec in rows_in if rec}, key=str)
-    common = made[0][1] if len(made) == 1 else None
+    from cudabook.notebooks import chapter_title
+
+    order = {ch: i for i, ch in enumerate(_nav_chapters())}
+    found = sorted(listings.discover(), key=lambda lst: (order.get(lst.chapter, len(order)), lst.name))
+    rows_in = [(lst, *record.status(lst)) for lst in found]
+    made = sorted({record.where_text(rec) for _, _, rec in rows_in if rec})
+    common = made[0] if len(made) == 1 else None
     head = (f"Every record below was made on **{common}**." if common else
-            "The records below were made on: " + "; ".join(m[1] for m in made) + ".")
-    rows = ["| Listing | Status | Checked | Sanitizers | Result | Run |", "|---|---|---|---|---|---|"]
+            f"The records below were made on {len(made)} GPUs or days; each row says which.")
+    head += (" *Checked*: the sizes each listing ran at, and its worst element over all of"
+             " them as a share of that element's bound (1.00 is on the bound).")
+    rows = ["| Listing | Status | Checked | Sanitizers | Result |", "|---|---|---|---|---|"]
+    chapter = None
     for listing, state, rec in rows_in:
+        if listing.chapter != chapter:
+            chapter = listing.chapter
+            rows.append(f"| **{chapter_title(chapter)}** | | | | |")
         mark = {"current": "✓ current", "stale": "⚠ stale", "failed": "✗ failed",
                 "missing": "⚠ never run", "unreadable": "⚠ unreadable"}[state]
-        name = f'<span id="{_anchor(listing.id)}"></span>{listing.chapter}/`{listing.name}`'
+        name = f'<span id="{_anchor(listing.id)}"></span>`{listing.name}`'
         if rec is None:
-            rows.append(f"| {name} | {mark} | | | | |")
+            rows.append(f"| {name} | {mark} | | | |")
             continue
+        if not common:
+            mark += f"<br>{record.where_text(rec)}"
         sizes = [r for r in rec.runs if r.key.startswith("n=")]
         checked = f"{len(sizes)} sizes" if sizes else ("1 run" if rec.run("run") else "—")
         if rec.worst_ratio is not None:
-            checked += f", worst {rec.worst_ratio:.2f} of bound"
+            checked += f" · {rec.worst_ratio:.2f}"
         result = record.headline(rec) or "—"
         missed = record.missed_targets(rec)
         if missed:
             result += "<br>" + "<br>".join(f'<span class="cb-missed-text">✗ {m}</span>' for m in missed)
-        when = rec.date[:10] if common and record.where_text(rec).startswith(common) else record.where_text(rec)
-        rows.append("| " + " | ".join([name, mark, checked, _sanitizer_text(listing, rec), result, when]) + " |")
+        rows.append("| " + " | ".join([name, mark, checked, _sanitizer_text(listing, rec), result]) + " |")
     return head + "\n\n" + "\n".join(rows)
 
 
