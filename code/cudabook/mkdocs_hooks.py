@@ -53,6 +53,20 @@ FIELD = re.compile(r"\[\[rec:([\w-]+/[\w-]+):([\w.]+)(?:\|([^\]]+))?\]\]")
 OUTPUT = re.compile(r"^([ \t]*)<!-- cudabook:output ([\w-]+/[\w-]+) (\S+) -->$", re.M)
 
 
+_STATUS: dict = {}
+
+
+def _status(listing: Listing):
+    """record.status, once per listing per build (nothing changes during one)."""
+    if listing.id not in _STATUS:
+        _STATUS[listing.id] = record.status(listing)
+    return _STATUS[listing.id]
+
+
+def on_pre_build(config):
+    _STATUS.clear()
+
+
 def _allow_stale() -> bool:
     return os.environ.get("CUDABOOK_ALLOW_STALE") == "1"
 
@@ -106,11 +120,12 @@ def _link(page, anchor: str) -> str:
 
 
 WHY = {"missing": "has never been run on a GPU", "stale": "changed since its last GPU run",
-       "failed": "failed its last GPU run", "unreadable": "has a record that is not in the record format"}
+       "failed": "failed its last GPU run", "unreadable": "has a record that is not in the record format",
+       "inconsistent": "has a record whose figures do not agree with each other"}
 
 
 def badge(listing: Listing, page) -> str:
-    state, rec = record.status(listing)
+    state, rec = _status(listing)
     href = _link(page, _anchor(listing.id))
     if state == "current":
         text = ("✓ " if rec.broken else "✓ Run on ") + record.badge_text(rec)
@@ -230,7 +245,7 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
     """One value from a listing's record, formatted for prose. `spec` formats
     a number: "%" as a percentage, else a format spec such as ".2f"."""
     listing = _listing(listing_id)
-    state, rec = record.status(listing)
+    state, rec = _status(listing)
     if rec is None:
         _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]] but {listing_id} has no record")
         return "(no record)"
@@ -256,7 +271,7 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
 
 def _output(listing_id: str, run: str, page) -> str:
     listing = _listing(listing_id)
-    state, rec = record.status(listing)
+    state, rec = _status(listing)
     text = None
     if rec is not None:
         if run == "sanitizer":
@@ -327,7 +342,7 @@ def records_table(page) -> str:
 
     order = {ch: i for i, ch in enumerate(_nav_chapters())}
     found = sorted(listings.discover(), key=lambda lst: (order.get(lst.chapter, len(order)), lst.name))
-    rows_in = [(lst, *record.status(lst)) for lst in found]
+    rows_in = [(lst, *_status(lst)) for lst in found]
     made = sorted({record.where_text(rec) for _, _, rec in rows_in if rec})
     common = made[0] if len(made) == 1 else None
     head = (f"Every record below was made on **{common}**." if common else
@@ -341,7 +356,8 @@ def records_table(page) -> str:
             chapter = listing.chapter
             rows.append(f"| **{chapter_title(chapter)}** | | | | |")
         mark = {"current": "✓ current", "stale": "⚠ stale", "failed": "✗ failed",
-                "missing": "⚠ never run", "unreadable": "⚠ unreadable"}[state]
+                "missing": "⚠ never run", "unreadable": "⚠ unreadable",
+                "inconsistent": "⚠ inconsistent"}[state]
         name = f'<span id="{_anchor(listing.id)}"></span>`{listing.name}`'
         if rec is None:
             rows.append(f"| {name} | {mark} | | | |")

@@ -316,10 +316,11 @@ def problems(listing: Listing, rec: Record, description: dict) -> list[str]:
 
 
 def status(listing: Listing, description: dict | None = None) -> tuple[str, Record | None]:
-    """('current' | 'stale' | 'failed' | 'missing' | 'unreadable', record). Stale means the
-    code or the suite changed since the record was made. With `description`
-    (what the listing says of itself), a record with any other problem is
-    'inconsistent'."""
+    """('current' | 'stale' | 'failed' | 'inconsistent' | 'missing' | 'unreadable', record). Stale means the
+    code or the suite changed since the record was made; 'inconsistent', that
+    `problems` found something else wrong. Without `description` (what the
+    listing says of itself, which takes a subprocess to ask), the record's
+    own description is trusted for which runs it must hold."""
     try:
         rec = load(listing)
     except RecordError:
@@ -330,7 +331,7 @@ def status(listing: Listing, description: dict | None = None) -> tuple[str, Reco
         return "stale", rec
     if not rec.passed:
         return "failed", rec
-    if description is not None and problems(listing, rec, description):
+    if problems(listing, rec, description or rec.description):
         return "inconsistent", rec
     return "current", rec
 
