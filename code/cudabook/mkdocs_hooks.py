@@ -250,7 +250,7 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
         _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]] but {listing_id} has no record")
         return "(no record)"
     if state != "current":
-        _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]] comes from a {state} record")
+        _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]] comes from a record that is {state}")
     if name.startswith("facts."):
         v = rec.facts().get(name[6:])
         if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -283,7 +283,7 @@ def _output(listing_id: str, run: str, page) -> str:
         _problem(f"{page.file.src_uri}: no recorded output '{run}' for {listing_id}")
         return "```text\n(no recorded output)\n```"
     if state != "current":
-        _problem(f"{page.file.src_uri}: output of {listing_id} comes from a {state} record")
+        _problem(f"{page.file.src_uri}: output of {listing_id} comes from a record that is {state}")
     title = f"Output recorded on {rec.gpu}, {rec.date[:10]}"
     return f'```text title="{title}"\n{text.rstrip()}\n```'
 
