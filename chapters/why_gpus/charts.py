@@ -26,6 +26,8 @@ def crossover_chart(chapter: str) -> bytes | None:
         ax.axvline(cross, color="#777", linestyle=":", linewidth=1.2)
         ax.annotate(f"GPU + copies beats\nNumPy from {cross:,}", (cross, max(r["numpy_ms"] for r in rows) / 3),
                     xytext=(6, 0), textcoords="offset points", color="#444")
+    plots.plain_log_ticks(ax.xaxis)
+    plots.plain_log_ticks(ax.yaxis)
     ax.set_xlabel("elements")
     ax.set_ylabel("time, ms (median)")
     ax.set_title(plots.title(lst, rec, "GELU"))

@@ -14,7 +14,7 @@
   chapters/<chapter>/<name>.svg.
 - `[[rec:<chapter>/<name>:<field>]]` in prose is replaced by a value from
   the record (see `field`), so no measured number is ever typed by hand;
-  `[[rec:...:facts.<key>|%]]` or `|.2f` formats a number.
+  `[[rec:...:facts.<key>|%]]`, `|billion` or `|.2f` formats a number.
 - `<!-- cudabook:output <chapter>/<name> <run> -->` is replaced by the text
   the listing printed in that recorded run (`bench`, `run`, `n=33`, ...), or
   for a deliberately broken listing, `sanitizer`: what compute-sanitizer said.
@@ -256,6 +256,8 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             if spec == "%":
                 v = f"{100 * v:.0f}%"
+            elif spec == "billion":
+                v = f"{v / 1e9:.2f} billion"
             elif spec:
                 v = format(v, spec)
             else:

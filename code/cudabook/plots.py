@@ -38,6 +38,24 @@ def pyplot():
     return plt
 
 
+def plain_log_ticks(axis) -> None:
+    """Label a log axis 0.01, 1, 100, 10k, 1M instead of 10 to a power: a
+    superscript is drawn smaller than the label's font, too small on a phone."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    def text(v, _pos):
+        if v <= 0:
+            return ""
+        for unit, name in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if v >= unit:
+                return f"{v / unit:g}{name}"
+        return f"{v:g}"
+
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_major_formatter(FuncFormatter(text))
+    axis.set_minor_formatter(FuncFormatter(lambda v, p: ""))
+
+
 def svg(fig) -> bytes:
     import matplotlib.pyplot as plt
 
