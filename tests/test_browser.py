@@ -94,6 +94,20 @@ SETTLED = """async () => {
 }"""
 
 
+SHOWN = """() => {
+  const title = document.querySelector('.md-header__title');
+  const header = document.querySelector('.md-header');
+  const h1 = document.querySelector('article h1');
+  if (title && header && h1) {
+    const below = h1.getBoundingClientRect().bottom - header.getBoundingClientRect().bottom;
+    const swapped = title.classList.contains('md-header__title--active');
+    if (Math.abs(below) > 24 && swapped !== (below < 0)) return false;
+  }
+  return document.getAnimations().every(a =>
+    a.playState !== 'running' || !a.effect || a.effect.getTiming().iterations === Infinity);
+}"""
+
+
 class Reader:
     """A page plus everything that went wrong while it was open."""
 
@@ -124,13 +138,14 @@ class Reader:
         return self.page
 
     def shot(self, name: str):
-        """A screenshot of the viewport, once every transition (Material's
-        header title, the colour scheme) has finished; endless animations
-        (the pulse of a code annotation's marker) never do, and are left be."""
+        """A screenshot of the viewport once it shows a settled state: the
+        header shows the page's title if and only if the page's headline has
+        scrolled away under it (Material swaps them on scroll), and every
+        transition (that swap, the colour scheme) has finished; endless
+        animations (the pulse of a code annotation's marker) are left be."""
         d = os.environ.get("CUDABOOK_SCREENSHOTS")
         if d:
-            self.page.wait_for_function("""() => document.getAnimations().every(a =>
-                a.playState !== 'running' || !a.effect || a.effect.getTiming().iterations === Infinity)""")
+            self.page.wait_for_function(SHOWN)
             Path(d).mkdir(parents=True, exist_ok=True)
             self.page.screenshot(path=str(Path(d) / f"{name}.png"), full_page=False)
 
@@ -297,7 +312,10 @@ def test_broken_listing_shows_the_sanitizer_report(reader):
     expect(article).to_contain_text("RACECHECK SUMMARY")
     expect(article).to_contain_text("Uninitialized __global__ memory read")
     expect(page.locator(".cb-record", has_text="broken on purpose")).to_have_count(3)
-    page.get_by_text("Invalid __global__ read").first.scroll_into_view_if_needed()
+    # the badge of the first broken listing, and below it the report
+    report = page.locator("div.highlight", has_text="Invalid __global__ read").first
+    report.evaluate("e => window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY - 240)")
+    page.wait_for_function("() => window.scrollY > 0")
     reader.shot("sanitizer-report")
 
 
