@@ -6,9 +6,10 @@
   (`--8<-- "code/<chapter>/<name>.cu:section"`; for a listing without a
   kernel, its first block of any kind), a badge shows that listing's GPU
   record: GPU, architecture, CUDA, date, and the headline result, with a
-  second, red badge for any speed target the record shows was missed. A listing without a current, passing record gets a
-  warning badge and a build warning, which `mkdocs build --strict` turns
-  into a failure.
+  second, red badge for any speed target the record shows was missed. A
+  listing without a current, complete and consistent record gets a warning
+  badge and a build warning, which `mkdocs build --strict` turns into a
+  failure.
 - Charts (plots.py's shared ones, and each chapter's own in
   chapters/<chapter>/charts.py) are drawn from the records at build time as
   chapters/<chapter>/<name>.svg.
