@@ -40,7 +40,13 @@ def results_root() -> Path:
 
 
 def lock_env() -> dict:
-    return {"CUDABOOK_GPU_LOCK": str(staging() / "gpu.lock")}
+    """What every process the suite starts is given: the GPU lock's name, and
+    a folder for compiled Python (PYTHONPYCACHEPREFIX). The second matters
+    when site-packages is read-only, as in many GPU images: without it every
+    listing process compiles torch's Python again, seconds each time."""
+    cache = os.environ.get("PYTHONPYCACHEPREFIX") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cudabook" / "pycache")
+    return {"CUDABOOK_GPU_LOCK": str(staging() / "gpu.lock"), "PYTHONPYCACHEPREFIX": cache}
 
 
 def run_listing(listing: listings.Listing, *args: str, prefix: list[str] | None = None,

@@ -126,24 +126,26 @@ def test_broken_listing_is_caught(listing, gpu_environment):
     assert caught, f"compute-sanitizer --tool {tool} did not report {error!r} in {listing.id}:\n{text[-3000:]}"
 
 
-@pytest.mark.timed
-@pytest.mark.parametrize("listing", BENCHED, ids=lambda lst: lst.id)
-def test_benchmark(listing, tmp_path, gpu_ready):
-    r, report = _run_and_store(listing, "bench", tmp_path, "--bench")
-    assert report["benchmarks"] or report["facts"], f"{listing.id} --bench timed nothing"
-
-
 CHAPTERS = sorted({lst.chapter for lst in LISTINGS})
 
 
 @pytest.mark.timed
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_notebook_executes(chapter, gpu_ready):
-    """Execute the chapter's companion notebook and store it with its outputs."""
+    """Execute the chapter's companion notebook and store it with its outputs.
+    (Defined before the benchmarks: the notebooks are the longest timed
+    tests, so they start first.)"""
     r = run_module("cudabook.notebooks", "execute", chapter, timeout=900)
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())
     assert r.returncode == 0, f"notebook for {chapter} failed:\n{r.stdout}\n{r.stderr[-4000:]}"
+
+
+@pytest.mark.timed
+@pytest.mark.parametrize("listing", BENCHED, ids=lambda lst: lst.id)
+def test_benchmark(listing, tmp_path, gpu_ready):
+    r, report = _run_and_store(listing, "bench", tmp_path, "--bench")
+    assert report["benchmarks"] or report["facts"], f"{listing.id} --bench timed nothing"
 
 
 def test_doctor_on_gpu(gpu_ready):

@@ -92,6 +92,29 @@ def test_compare_catches_one_element_in_a_hundred_million():
     del ref, out
 
 
+def test_compare_does_not_depend_on_the_chunking(monkeypatch):
+    """Chunks run on several threads; the result, ties and worst elements
+    included, is the same as one pass over the whole array."""
+    from cudabook import check
+
+    rng = np.random.default_rng(7)
+    ref = np.round(rng.standard_normal(50_001), 2)          # many equal values: ties
+    out = ref.astype(np.float32)
+    out[[3, 20_000, 49_999]] = np.float32(np.nan), np.float32(1e9), out[49_999] * np.float32(1.1)
+    ref[11] = 0.0
+    out[11] = 0.0                                          # 0/0: exact where the bound is 0
+    whole, exact = cb.compare("x", out, ref, k=2), cb.compare("x", out[:5000], ref[:5000], k=0)
+    for chunk in (7, 1000, 4096):
+        monkeypatch.setattr(check, "_CHUNK", chunk)
+        assert repr(cb.compare("x", out, ref, k=2)) == repr(whole)   # repr: NaN != NaN
+        assert repr(cb.compare("x", out[:5000], ref[:5000], k=0)) == repr(exact)
+    assert [e.index for e in whole.worst] == [3, 20_000, 49_999] and whole.outside == 3
+    bad = ref.copy()
+    bad[9] = np.inf
+    with pytest.raises(ValueError, match="reference has NaN or inf"):
+        cb.compare("x", out, bad)
+
+
 def test_compare_bound_scales_with_k_and_scale():
     ref = np.array([1.0, 2.0])
     off = np.array([1.0, 2.0 * (1 + 3 * 2**-24)], dtype=np.float32)   # 3 units of roundoff off

@@ -148,7 +148,10 @@ def test_hash_follows_runtime_helpers_but_not_unused_ones(tree):
     (tree / "code" / "cudabook" / "roofline.py").write_text("x = 1\n")
     assert hashing.content_hash(lst) == before
     helper = tree / "code" / "cudabook" / "check.py"
-    helper.write_text(helper.read_text().replace("_CHUNK = 1 << 22", "_CHUNK = 1 << 20"))
+    text = helper.read_text()
+    changed = re.sub(r"^_CHUNK = .*$", "_CHUNK = 12345", text, count=1, flags=re.M)
+    assert changed != text, "the test's edit found nothing to change"
+    helper.write_text(changed)
     assert hashing.content_hash(lst) != before
 
 

@@ -11,6 +11,7 @@ dtype's unit roundoff, and reports the worst elements.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -19,7 +20,8 @@ import numpy as np
 #: returns the exact result times (1 + d) with |d| <= u (half an ulp of 1).
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
-_CHUNK = 1 << 22  # compare this many elements at a time, so big outputs need little extra memory
+_CHUNK = 1 << 21  # compare this many elements at a time, so big outputs need little extra memory
+_THREADS = min(8, os.cpu_count() or 1)  # and on this many threads
 
 
 def check_array(name: str, arr, *, dtype=None, ndim: int | None = None,
@@ -111,19 +113,20 @@ class CheckResult:
     def line(self) -> str:
         """The line a listing prints: the same text the record keeps."""
         mark = "ok  " if self.passed else "FAIL"
+        head = f"{mark} {self.name}:"
         if self.detail is not None:
-            return f"{mark} {self.name}: {self.detail}"
+            return _fit(head, self.detail)
         bound = "exact" if self.k == 0 else f"k={self.k:g}"
-        s = f"{mark} {self.name}: n={self.n:,}, {bound}, "
+        body = f"n={self.n:,}, {bound}, "
         if self.outside:
-            s += f"{self.outside:,} outside the bound"
+            body += f"{self.outside:,} outside the bound"
             if self.nonfinite:
-                s += f" ({self.nonfinite:,} NaN/inf)"
+                body += f" ({self.nonfinite:,} NaN/inf)"
         else:
-            s += f"worst {self.worst_ratio:.2f} of bound"
+            body += f"worst {self.worst_ratio:.2f} of bound"
         if self.worst:
-            s += f" at [{self.worst[0].index}]"
-        s += f", norm err {self.norm_rel_err:.1e}"
+            body += f" at [{self.worst[0].index}]"
+        s = _fit(head, body + f", norm err {self.norm_rel_err:.1e}")
         if not self.passed:
             for e in self.worst:
                 s += f"\n       [{e.index}] got {e.got!r}, expected {e.expected!r}, bound {e.bound:.2e}"
@@ -137,6 +140,21 @@ class CheckResult:
         d = dict(d)
         d["worst"] = [Element(**e) for e in d.get("worst", [])]
         return cls(**d)
+
+
+LINE = 80      # a check's line is wrapped to this width (a terminal's, and the book's output blocks)
+INDENT = " " * 7
+
+
+def _fit(head: str, body: str) -> str:
+    """`head body` on one line if it fits in LINE characters, else the body
+    on indented lines below the head."""
+    if len(head) + 1 + len(body) <= LINE:
+        return f"{head} {body}"
+    import textwrap
+
+    lines = textwrap.wrap(body, LINE - len(INDENT), break_long_words=False, break_on_hyphens=False)
+    return "\n".join([head] + [INDENT + ln for ln in lines])
 
 
 def compare(name: str, out, ref, *, k: float = 1, scale=None, n: int | None = None,
@@ -155,38 +173,34 @@ def compare(name: str, out, ref, *, k: float = 1, scale=None, n: int | None = No
     n: the problem size the check covers when it is not out.size.
     NaN or inf in out fails, whatever the bound. The norm-wise relative
     error is reported beside the element check, never instead of it.
+
+    Big outputs are compared a chunk at a time, on several CPU threads
+    (NumPy lets go of Python's lock inside its loops); the answer does not
+    depend on how the chunks are shared out.
     """
     out = np.asarray(out)
     ref = np.asarray(ref, dtype=np.float64)
     if out.shape != ref.shape:
         raise ValueError(f"{name}: output shape {out.shape} != reference shape {ref.shape}")
-    if not np.all(np.isfinite(ref)):
-        raise ValueError(f"{name}: the reference has NaN or inf values")
     u = unit_roundoff(out.dtype) if k else 0.0
     if scale is not None:
         scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), ref.shape).ravel()
     o, r = out.ravel(), ref.ravel()
-    worst_ratio, outside, nonfinite = 0.0, 0, 0
-    err2 = ref2 = 0.0
-    candidates: list[tuple[float, int, float, float, float]] = []   # (ratio, i, got, expected, bound)
-    for lo in range(0, o.size, _CHUNK):
-        got = o[lo:lo + _CHUNK].astype(np.float64)
-        exp = r[lo:lo + _CHUNK]
-        bound = np.abs(exp) if scale is None else np.abs(exp) + scale[lo:lo + _CHUNK]
-        bound *= k * u
-        diff = np.abs(got - exp)
-        finite = np.isfinite(got)
-        ratio = np.where(finite, diff / np.where(bound > 0, bound, 1.0), np.inf)
-        ratio = np.where(finite & (bound == 0), np.where(diff == 0, 0.0, np.inf), ratio)
-        nonfinite += int(got.size - np.count_nonzero(finite))
-        outside += int(np.count_nonzero(ratio > 1.0))
-        err2 += float(np.sum(np.where(finite, diff, 0.0) ** 2))
-        ref2 += float(np.sum(exp ** 2))
-        top = np.argpartition(ratio, -show)[-show:] if ratio.size > show else np.arange(ratio.size)
-        candidates += [(float(ratio[j]), lo + int(j), float(got[j]), float(exp[j]), float(bound[j]))
-                       for j in top]
-        worst_ratio = max(worst_ratio, float(ratio.max()) if ratio.size else 0.0)
-    candidates.sort(key=lambda c: (-c[0], c[1]))
+    spans = [(lo, min(lo + _CHUNK, o.size)) for lo in range(0, o.size, _CHUNK)]
+    if len(spans) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(len(spans), _THREADS)) as pool:
+            parts = list(pool.map(lambda span: _compare_chunk(o, r, scale, k * u, span, show), spans))
+    else:
+        parts = [_compare_chunk(o, r, scale, k * u, span, show) for span in spans]
+    if any(p is None for p in parts):
+        raise ValueError(f"{name}: the reference has NaN or inf values")
+    worst_ratio = max((p.worst_ratio for p in parts), default=0.0)
+    outside = sum(p.outside for p in parts)
+    nonfinite = sum(p.nonfinite for p in parts)
+    err2, ref2 = sum(p.err2 for p in parts), sum(p.ref2 for p in parts)
+    candidates = sorted((c for p in parts for c in p.candidates), key=lambda c: (-c[0], c[1]))
     norm = math.sqrt(err2) / math.sqrt(ref2) if ref2 > 0 else math.sqrt(err2)
     if nonfinite:
         norm = math.inf
@@ -194,6 +208,65 @@ def compare(name: str, out, ref, *, k: float = 1, scale=None, n: int | None = No
         name=name, n=int(o.size if n is None else n), passed=outside == 0, k=float(k), u=u,
         scaled=scale is not None, worst_ratio=worst_ratio, outside=outside, nonfinite=nonfinite,
         norm_rel_err=norm, worst=[Element(i, g, e, b) for _, i, g, e, b in candidates[:show]])
+
+
+@dataclass
+class _Part:
+    """What one chunk of a compare found."""
+    worst_ratio: float
+    outside: int
+    nonfinite: int
+    err2: float
+    ref2: float
+    candidates: list      # (ratio, index, got, expected, bound), at most `show`
+
+
+def _compare_chunk(o, r, scale, ku: float, span: tuple[int, int], show: int) -> _Part | None:
+    """One chunk of compare(): None if its reference is not finite."""
+    lo, hi = span
+    exp = r[lo:hi]
+    got = o[lo:hi].astype(np.float64)
+    diff = got - exp
+    np.abs(diff, out=diff)
+    if ku:
+        bound = np.abs(exp)
+        if scale is not None:
+            bound += scale[lo:hi]
+        bound *= ku
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = diff / bound          # 0/0 (exact where the bound is 0) and NaN come out NaN
+    else:
+        bound = np.zeros_like(exp)
+        ratio = np.where(diff == 0, 0.0, np.inf)
+    top = float(ratio.max()) if ratio.size else 0.0
+    nonfinite, finite = 0, None
+    if not math.isfinite(top):            # rare: sort out inf and NaN element by element
+        if not np.isfinite(exp).all():
+            return None
+        finite = np.isfinite(got)
+        nonfinite = int(got.size - np.count_nonzero(finite))
+        nan = np.isnan(ratio)
+        ratio[nan] = 0.0                  # 0/0: exact where nothing may differ
+        ratio[~finite] = np.inf           # a NaN or inf output fails whatever its bound
+        top = float(ratio.max())
+    # (A NaN or inf in the reference makes its element's ratio NaN or inf, so
+    # a chunk that took neither branch has a finite reference.)
+    outside = int(np.count_nonzero(ratio > 1.0))
+    err2 = float(np.dot(diff, diff)) if finite is None else float(np.sum(np.where(finite, diff, 0.0) ** 2))
+    ref2 = float(np.dot(exp, exp))
+    # The `show` largest ratios, ties going to the lowest index, so the
+    # worst elements reported do not depend on the chunking.
+    near = np.arange(ratio.size)
+    for f in (0.999, 0.9, 0.5) if ratio.size > show else ():
+        near = np.flatnonzero(ratio >= f * top)    # usually a handful near the top: cheap
+        if len(near) >= show:
+            break
+    if ratio.size > show and not show <= len(near) <= 4096:
+        cut = float(ratio[np.argpartition(ratio, -show)[-show:]].min())
+        near = np.concatenate([np.flatnonzero(ratio > cut), np.flatnonzero(ratio == cut)[:show]])
+    pick = near[np.lexsort((near, -ratio[near]))][:show]
+    candidates = [(float(ratio[j]), lo + int(j), float(got[j]), float(exp[j]), float(bound[j])) for j in pick]
+    return _Part(top, outside, nonfinite, err2, ref2, candidates)
 
 
 def expect(name: str, condition: bool, observed: str, n: int = 1) -> CheckResult:

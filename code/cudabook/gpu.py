@@ -215,13 +215,25 @@ def environment() -> dict:
         out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
         release = [ln for ln in out.splitlines() if "release" in ln]
         env["nvcc"] = release[0].split("release", 1)[1].strip() if release else "unknown"
-    try:
-        import torch  # noqa: F401
-
-        env["torch"] = torch.__version__
-    except ImportError:
-        pass
+    torch_version = _installed_version("torch")   # importing torch would take seconds
+    if torch_version:
+        env["torch"] = torch_version
     return env
+
+
+def _installed_version(module: str) -> str | None:
+    """A package's version, from the module if it is loaded, else from its
+    installed metadata (without importing it)."""
+    import sys
+    from importlib import metadata
+
+    loaded = sys.modules.get(module)
+    if loaded is not None and getattr(loaded, "__version__", None):
+        return str(loaded.__version__)
+    try:
+        return metadata.version(module)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def host_cpu() -> str:

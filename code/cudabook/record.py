@@ -229,8 +229,8 @@ def _check_problems(c: CheckResult, where: str, stdout: str, n: int | None) -> l
             out.append(f"{where}.nonfinite = {c.nonfinite} > outside = {c.outside}")
     if n is not None and c.n != n:
         out.append(f"{where}.n = {c.n}, but the run was at n = {n}")
-    if c.line().splitlines()[0] not in stdout.splitlines():
-        out.append(f"{where}: the recorded output does not show this check: {c.line().splitlines()[0]!r}")
+    if f"\n{c.line()}\n" not in f"\n{stdout}\n":
+        out.append(f"{where}: the recorded output does not show this check: {c.line()!r}")
     return out
 
 

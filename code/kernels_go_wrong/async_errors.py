@@ -25,6 +25,7 @@ Checks: a correct launch works here; bad_config: the launch raises, and a
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -112,7 +113,7 @@ def spawn(case: str, blocking: bool = False) -> dict:
                        capture_output=True, text=True, env=env, timeout=300)
     print(f"--- child process: {case}{' with CUDA_LAUNCH_BLOCKING=1' if blocking else ''}")
     for line in r.stdout.splitlines():
-        print(f"    {line}")
+        print(textwrap.fill(line, 80, initial_indent="    ", subsequent_indent="      "))
     markers = {}
     for line in r.stdout.splitlines():
         label, sep, rest = line.partition(": ")

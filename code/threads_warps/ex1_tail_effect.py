@@ -37,8 +37,8 @@ def main(argv=None) -> int:
         cb.report_check(cb.expect("2.5 waves take about 3 block-times", block_times >= 2.75,
                                   f"{block_times:.2f} block-times for {blocks / slots:.2f} waves of work"))
         busy = blocks / (facts["waves_observed"] * slots)     # share of block slots in use
-        print(f"{blocks} blocks = {blocks / slots:.2f} waves of work, run in {facts['waves_observed']} waves: "
-              f"{100 * busy:.0f}% of the GPU's block slots did work")
+        print(f"{blocks} blocks = {blocks / slots:.2f} waves of work, run in {facts['waves_observed']} waves:\n"
+              f"  {100 * busy:.0f}% of the GPU's block slots did work")
         cb.report_facts(**facts, block_times=block_times, waves_of_work=blocks / slots, busy=busy)
     return cb.finish()
 # --8<-- [end:solution]

@@ -230,7 +230,7 @@ def main(argv=None) -> int:
 
     print(f"{gpu.name}, per SM: {sm['threads']} threads, {sm['blocks']} blocks, "
           f"{sm['registers']:,} registers,\n  {sm['shared']:,} B shared memory "
-          f"({sm['reserved']} B reserved per block); kernel: {regs} registers per thread")
+          f"({sm['reserved']} B reserved per block);\n  kernel: {regs} registers per thread")
     if args.bench:
         measure(rows, kernel, x_gpu, y_gpu, gpu.sm_count)
     print(f"{'threads':>7} {'shared':>7} {'blocks/SM':>9} {'warps/SM':>8} {'occup.':>6}  limited by"

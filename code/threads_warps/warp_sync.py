@@ -103,8 +103,8 @@ def main(argv=None) -> int:
     cb.report_check(cb.expect("handoff: no consumer gave up waiting", timed_out == 0,
                               f"{timed_out:,} of {warps:,} timed out after {MAX_SPINS:,} rounds", n=args.n),
                     timing=True)
-    print(f"lane 0 spun while lane 31 of its warp worked in {waited:,} of {warps:,} warps "
-          f"(median {int(np.median(spins)):,} rounds, most {int(spins.max()):,})")
+    print(f"lane 0 spun while lane 31 worked in {waited:,} of {warps:,} warps\n"
+          f"  (median {int(np.median(spins)):,} rounds, most {int(spins.max()):,})")
     cb.report_check(check_rotate(kernels["rotate"], x))
     cb.report_facts(warps=warps, arrived=arrived, timed_out=timed_out, waited=waited,
                     median_spins=int(np.median(spins)), max_spins_seen=int(spins.max()),

@@ -49,7 +49,7 @@ def one_copy_sweep(kernel, rng):
         t1 = cb.bench(only_y_back, working_set_bytes=8 * n, budget_ms=50).median_ms
         tk = cb.bench(lambda: gelu_gpu(kernel, x_gpu, y_gpu), working_set_bytes=8 * n, budget_ms=50).median_ms
         rows.append({"n": n, "both_copies_ms": t2, "one_copy_ms": t1, "kernel_ms": tk, "speedup": t2 / t1})
-        print(f"{n:>11,}  both {t2:9.3f} ms  y back only {t1:9.3f} ms  kernel {tk:7.3f} ms"
+        print(f"{n:>11,}  both {t2:9.3f} ms  y only {t1:9.3f} ms  kernel {tk:7.3f} ms"
               f"  {t2 / t1:4.2f}x", flush=True)
     return rows
 # --8<-- [end:solution]

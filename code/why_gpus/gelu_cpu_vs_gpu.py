@@ -147,7 +147,7 @@ def sweep_facts(rows, cpu):
             facts[f"largest_{key}_over_{what}"] = last[f"{key}_ms"] / last[gpu_key]
             print(f"GPU {what.replace('_', ' ')} beats {cpu[key][0]}: "
                   + (f"from n = {cross:,}" if cross else "never, up to the largest n")
-                  + f"; at n = {last['n']:,}, {last[f'{key}_ms'] / last[gpu_key]:,.1f}x as fast")
+                  + f"\n  at n = {last['n']:,}: {last[f'{key}_ms'] / last[gpu_key]:,.1f}x as fast")
     facts["largest_n"] = last["n"]
     return facts
 
