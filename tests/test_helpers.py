@@ -269,3 +269,25 @@ def test_helper_package_imports_nothing_chapter_specific():
     for ch in listings.chapters():
         for p in pkg.glob("*.py"):
             assert f"import {ch}" not in p.read_text() and f"from {ch}" not in p.read_text(), p
+
+
+def test_torch_version_is_read_without_importing_torch(tmp_path, monkeypatch):
+    """Records name torch's version in every run; reading it must not cost
+    an import of torch, and must give torch.__version__ ("+cu130" and all),
+    whether or not the listing imported torch."""
+    import sys
+
+    from cudabook import gpu
+
+    pkg = tmp_path / "torch"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise RuntimeError('torch was imported')\n")
+    (pkg / "version.py").write_text("__all__ = ['__version__']\n__version__ = '9.8.7+cu999'\ncuda = '99.9'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert gpu.torch_version_string() == "9.8.7+cu999"
+    assert "torch" not in sys.modules
+    fake = type(sys)("torch")
+    fake.__version__ = "9.8.7+cu999"
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert gpu.torch_version_string() == "9.8.7+cu999"

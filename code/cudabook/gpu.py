@@ -215,25 +215,31 @@ def environment() -> dict:
         out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
         release = [ln for ln in out.splitlines() if "release" in ln]
         env["nvcc"] = release[0].split("release", 1)[1].strip() if release else "unknown"
-    torch_version = _installed_version("torch")   # importing torch would take seconds
+    torch_version = torch_version_string()
     if torch_version:
         env["torch"] = torch_version
     return env
 
 
-def _installed_version(module: str) -> str | None:
-    """A package's version, from the module if it is loaded, else from its
-    installed metadata (without importing it)."""
+def torch_version_string() -> str | None:
+    """torch.__version__ (e.g. "2.11.0+cu130"), without importing torch
+    (seconds) when it is not loaded yet: it is in torch/version.py. The
+    package metadata is no substitute: it may lack the "+cu130" part."""
+    import importlib.util
+    import re
     import sys
-    from importlib import metadata
 
-    loaded = sys.modules.get(module)
-    if loaded is not None and getattr(loaded, "__version__", None):
-        return str(loaded.__version__)
-    try:
-        return metadata.version(module)
-    except metadata.PackageNotFoundError:
-        return None
+    loaded = sys.modules.get("torch")
+    if loaded is not None:
+        return str(getattr(loaded, "__version__", "unknown"))
+    spec = importlib.util.find_spec("torch")       # finds the package without running it
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        version_py = Path(folder) / "version.py"
+        if version_py.is_file():
+            m = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", version_py.read_text(), re.M)
+            if m:
+                return m.group(1)
+    return None
 
 
 def host_cpu() -> str:
