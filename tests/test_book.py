@@ -183,3 +183,31 @@ def test_measured_numbers_come_from_records(page):
     assert not found, (f"{page.relative_to(ROOT)} states measurements typed by hand: {found}. Substitute "
                        "them from a record ([[rec:<chapter>/<listing>:<field>]]), or mark a number that is "
                        'not a measurement as <span class="cb-given">...</span> and say where it comes from.')
+
+
+def _bench_facts(listing_id: str) -> dict:
+    lst = next(x for x in LISTINGS if x.id == listing_id)
+    rec = record.load(lst)
+    assert rec is not None, f"{listing_id} has no record"
+    return next(run for run in rec.runs if run.key == "bench").facts
+
+
+def test_why_gpus_prose_names_the_sizes_where_pytorch_stalled():
+    """'Why GPUs' says at which sizes PyTorch's CPU time jumped, and that only
+    there did the GPU with copies beat it. Those sizes come from the record,
+    so a new record that moves them fails here until the paragraph follows."""
+    sweep = _bench_facts("why_gpus/gelu_cpu_vs_gpu")["sweep"]
+    # A jump: more than twice the time of some larger size.
+    jumps = [r["n"] for i, r in enumerate(sweep)
+             if any(r["torch_cpu_ms"] > 2 * s["torch_cpu_ms"] for s in sweep[i + 1:])]
+    copies_won = [r["n"] for r in sweep if r["gpu_with_copies_ms"] < r["torch_cpu_ms"]]
+    text = " ".join((ROOT / "chapters" / "why_gpus" / "index.md").read_text().split())
+    assert set(copies_won) <= set(jumps), (
+        f"the GPU with copies beat PyTorch at {copies_won}, not only where PyTorch jumped ({jumps}): "
+        "rewrite 'Against every core, the copies lose' in chapters/why_gpus/index.md")
+    words = {1: "one", 2: "two", 3: "three"}
+    sizes = " and ".join(f"{n:,}" for n in jumps)
+    wanted = f"at every size measured but {words.get(len(jumps), len(jumps))}, {sizes} elements"
+    assert jumps and wanted in text, (
+        f"PyTorch's time jumped at {jumps or 'no size'} in the record; the chapter should say "
+        f"{wanted!r} (or be rewritten if there are none)")
