@@ -24,7 +24,7 @@ import cudabook as cb  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 BLOCK = 256
-CONFIGS = [(1, 0), (2, 0), (4, 0), (8, 0), (1, 1), (1, 2), (1, 4)]   # (stride, offset) in float2s
+CONFIGS = [(1, 0), (2, 0), (4, 0), (1, 1), (1, 2), (1, 4)]   # (stride, offset) in float2s
 
 
 # --8<-- [start:solution]
