@@ -254,9 +254,13 @@ extern "C" __global__ void scan_lookback(const float* __restrict__ x,
                 unsigned long long word = pack(PREFIX, 0.0f);   // before tile 0: a prefix of 0
                 if (j >= 0) {
                     Status theirs(state[1 + j]);
-                    do {
+                    unsigned int pause = 8;                 // ns; doubles up to 256 (as CUB does),
+                    while (true) {                          // so spinning warps do not crowd the L2
                         word = theirs.load(cuda::memory_order_relaxed);
-                    } while ((unsigned int)(word >> 32) == EMPTY);   // not published yet: ask again
+                        if ((unsigned int)(word >> 32) != EMPTY) break;   // published
+                        __nanosleep(pause);
+                        pause = min(2 * pause, 256u);
+                    }
                 }
                 const unsigned int prefixes = __ballot_sync(FULL, (unsigned int)(word >> 32) == PREFIX);
                 // Add the nearest tile with a prefix (lowest such lane) and the

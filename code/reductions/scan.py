@@ -32,6 +32,7 @@ Bench:  at n = 2^28, GB/s (8n bytes: x read, y written, as a copy moves)
 """
 
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -164,25 +165,29 @@ def torch_baseline(x):
     return "torch.cumsum", lambda: torch.cumsum(tx, 0, out=ty)
 
 
-def main(argv=None) -> int:
-    args = cb.parse_args(argv, __doc__, n=1_000_003, bench_n=2**28)
-    rng = np.random.default_rng(args.seed)
-    x = rng.random(args.n, dtype=np.float32)
+#: Under compute-sanitizer the suite's size (1,027) is a single tile, so the
+#: cross-tile paths (the look-back, the scan of the totals) would go
+#: unchecked; there the checks also run at this size, several tiles long.
+SANITIZER_TILES_N = 5 * 4096 + 3
+
+
+def check_all(kernels, n: int, seed: int):
+    """Every version checked at size n; returns what the benchmark reuses."""
+    from pycuda import gpuarray
+
+    rng = np.random.default_rng(seed)
+    x = rng.random(n, dtype=np.float32)
     x *= 2
     x -= 1                                          # uniform in [-1, 1), exactly (no rounding)
-
-    cb.init()
-    from pycuda import gpuarray
-    kernels = load_kernels()
     x_gpu = gpuarray.to_gpu(x)
     y_gpu = gpuarray.empty_like(x_gpu)
-    totals, scanned, state = scratch(args.n)
+    totals, scanned, state = scratch(n)
 
     cb.poison(y_gpu)
     cb.poison(totals)
     scan_tiles(kernels, x_gpu, y_gpu, totals)
     cb.report_check(cb.compare("scan_block (each tile)", y_gpu.get(), tile_reference(x),
-                               k=bound_k("scan_block", args.n), scale=tile_reference(np.abs(x))))
+                               k=bound_k("scan_block", n), scale=tile_reference(np.abs(x))))
 
     ref, scale = reference(x), reference(np.abs(x))
     versions = {"scan_three_pass": lambda: scan_three_pass(kernels, x_gpu, y_gpu, totals, scanned),
@@ -192,12 +197,21 @@ def main(argv=None) -> int:
         cb.poison(totals)
         cb.poison(scanned)
         run()
-        cb.report_check(cb.compare(version, y_gpu.get(), ref, k=bound_k(version, args.n), scale=scale))
+        cb.report_check(cb.compare(version, y_gpu.get(), ref, k=bound_k(version, n), scale=scale))
     flags = state.get()[1:] >> np.uint64(32)
     cb.report_check(cb.expect("scan_lookback: every tile published its prefix",
                               bool(np.all(flags == PREFIX)),
                               f"{int(np.sum(flags == PREFIX)):,} of {flags.size:,} tiles"))
-    del ref, scale
+    return x, versions
+
+
+def main(argv=None) -> int:
+    args = cb.parse_args(argv, __doc__, n=1_000_003, bench_n=2**28)
+    cb.init()
+    kernels = load_kernels()
+    if os.environ.get("CUDABOOK_SANITIZER") and args.n < SANITIZER_TILES_N:
+        check_all(kernels, SANITIZER_TILES_N, args.seed + 1)
+    x, versions = check_all(kernels, args.n, args.seed)
 
     if args.bench:
         base = torch_baseline(x)
