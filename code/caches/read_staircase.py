@@ -4,13 +4,15 @@ Every thread of a full GPU reads its share of a buffer, 16 bytes at a time,
 and then reads the same share again, pass after pass. A buffer small
 enough for the caches is served by them after the first pass, so the
 bandwidth measured is theirs; a buffer larger than the L2 comes from HBM
-on every pass. Sweeping the buffer's size draws the staircase.
+on every pass. Sweeping the buffer's size draws the staircase, twice:
+read_sum may use the SMs' L1 caches, read_sum_l2 (__ldcg) only the L2.
 
 Run:    python code/caches/read_staircase.py [--seed S] [--bench]
-Checks: the total equals passes x the sum of the buffer's uint32 values,
-        modulo 2^32, computed on the host (exact, whatever the order).
-Bench:  buffers from 256 KiB to 4 GiB, each read for about 2 GB in all:
-        GB/s against the device-to-device copy of the same run.
+Checks: for both kernels, the total equals passes x the sum of the
+        buffer's uint32 values, modulo 2^32, computed on the host (exact,
+        whatever the order).
+Bench:  buffers from 1 MiB to 4 GiB, each read for about 2 GB in all, by
+        both kernels: GB/s against the device-to-device copy of the run.
 """
 
 import sys
@@ -24,12 +26,14 @@ import cudabook as cb  # noqa: E402
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 BLOCK = 256
 CHECK_SIZES = [(1 << 10) + 16, 1 << 20, 64 << 20]          # bytes, multiples of 16
-SWEEP = [s << 10 for s in (256, 1024, 4096)] + [s << 20 for s in (16, 32, 48, 56, 64, 80, 128, 512)] + [4 << 30]
+SWEEP = [s << 20 for s in (1, 4, 8, 16, 24, 32, 48, 56, 64, 80, 128, 512)] + [4 << 30]
+KERNELS = ("read_sum", "read_sum_l2")
 READ_PER_POINT = 2 << 30                                    # bytes read per measurement
 
 
-def load_kernel():
-    return cb.compile(KERNEL_FILE).get_function("read_sum").prepare("PqiP")
+def load_kernels() -> dict:
+    module = cb.compile(KERNEL_FILE)
+    return {name: module.get_function(name).prepare("PqiP") for name in KERNELS}
 
 
 # --8<-- [start:launch]
@@ -47,23 +51,26 @@ def read_sum(kernel, x, passes: int, total, sm_count: int) -> None:
 # --8<-- [end:launch]
 
 
-def check(kernel, nbytes: int, passes: int, seed: int, sm_count: int) -> None:
+def check(kernels, nbytes: int, passes: int, seed: int, sm_count: int) -> None:
     from pycuda import gpuarray
 
     host = np.random.default_rng(seed).integers(0, 2**32, nbytes // 4, dtype=np.uint32)
-    x, total = gpuarray.to_gpu(host), gpuarray.zeros(1, np.uint32)
-    read_sum(kernel, x, passes, total, sm_count)
     want = (passes * int(host.sum(dtype=np.uint64))) % 2**32
-    got = int(total.get()[0])
-    cb.report_check(cb.expect(f"sum of {nbytes:,} bytes x {passes}", got == want, f"GPU {got}, host {want}"))
+    x = gpuarray.to_gpu(host)
+    for name, kernel in kernels.items():
+        total = gpuarray.zeros(1, np.uint32)
+        read_sum(kernel, x, passes, total, sm_count)
+        got = int(total.get()[0])
+        cb.report_check(cb.expect(f"{name}: {nbytes:,} bytes x {passes}", got == want,
+                                  f"GPU {got}, host {want}"))
 
 
 def main(argv=None) -> int:
     args = cb.parse_args(argv, __doc__, bench_n=0)
     gpu = cb.init()
-    kernel = load_kernel()
+    kernels = load_kernels()
     for k, nbytes in enumerate(CHECK_SIZES):
-        check(kernel, nbytes, 3, args.seed + k, gpu.sm_count)
+        check(kernels, nbytes, 3, args.seed + k, gpu.sm_count)
     if args.bench:
         from pycuda import gpuarray
 
@@ -72,17 +79,21 @@ def main(argv=None) -> int:
             x = gpuarray.to_gpu(np.random.default_rng(args.seed).integers(0, 2**32, nbytes // 4, dtype=np.uint32))
             total = gpuarray.zeros(1, np.uint32)
             passes = max(1, READ_PER_POINT // nbytes)
-            t = cb.bench(lambda x=x, p=passes, tot=total: read_sum(kernel, x, p, tot, gpu.sm_count),
-                         working_set_bytes=passes * nbytes)
-            rows.append({"bytes": nbytes, "passes": passes, "ms": t.median_ms,
-                         "gbs": passes * nbytes / (t.median_ms * 1e6)})
+            row = {"bytes": nbytes, "passes": passes}
+            for name, kernel in kernels.items():
+                t = cb.bench(lambda k=kernel, x=x, p=passes, tot=total: read_sum(k, x, p, tot, gpu.sm_count),
+                             working_set_bytes=passes * nbytes)
+                row[f"{name}_ms"], row[f"{name}_gbs"] = t.median_ms, passes * nbytes / (t.median_ms * 1e6)
+            rows.append(row)
             del x
         copy = cb.ceiling()
         print(f"L2: {gpu.l2_bytes / 2**20:.0f} MiB; copy {copy / 1e9:,.0f} GB/s")
-        print("buffer        passes      ms      GB/s  x copy")
+        print("buffer        passes   L1+L2 GB/s  x copy   L2-only GB/s  x copy")
         for r in rows:
-            size = f"{r['bytes'] >> 20:,} MiB" if r["bytes"] >= 1 << 20 else f"{r['bytes'] >> 10:,} KiB"
-            print(f"{size:>10}  {r['passes']:8,d} {r['ms']:7.3f} {r['gbs']:9,.0f}  {r['gbs'] * 1e9 / copy:6.2f}")
+            size = f"{r['bytes'] >> 20:,} MiB"
+            a, b = r["read_sum_gbs"], r["read_sum_l2_gbs"]
+            print(f"{size:>10}  {r['passes']:8,d}  {a:11,.0f}  {a * 1e9 / copy:6.2f}"
+                  f"  {b:13,.0f}  {b * 1e9 / copy:6.2f}")
         cb.report_facts(sweep=rows, l2_bytes=gpu.l2_bytes, copy_gbs=copy / 1e9)
     return cb.finish()
 

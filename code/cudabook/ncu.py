@@ -59,7 +59,9 @@ def find_ncu() -> str | None:
 def parse_csv(text: str) -> list[dict]:
     """ncu's `--csv` report (one row per launch and metric) as one dict per
     launch, in launch order: {"id", "kernel", <metric>: float, ...}."""
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("==")]
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), len(lines))
+    lines = [ln for ln in lines[start:] if ln.strip() and not ln.startswith("==")]
     launches: dict[int, dict] = {}
     for row in csv.DictReader(io.StringIO("\n".join(lines))):
         if not row.get("ID") or not row.get("Metric Name"):
@@ -76,6 +78,9 @@ def parse_csv(text: str) -> list[dict]:
 def profile(argv: list[str], *, kernel: str, metrics: tuple[str, ...], timeout: int = 600) -> list[dict]:
     """Run `python <argv>` under ncu, collecting `metrics` for every launch
     of the kernel named `kernel`; one dict per launch, in launch order."""
+    from . import lock
+
+    lock.exclusive()         # counters are read with the GPU alone (the child shares our hold)
     ncu = find_ncu()
     if ncu is None:
         raise Unavailable("ncu (Nsight Compute) not found: it ships with the CUDA toolkit")
@@ -115,7 +120,9 @@ def profile_or_note(argv: list[str], *, kernel: str, metrics: tuple[str, ...]) -
     except Unavailable as e:
         if os.environ.get("REQUIRE_GPU") == "1":
             raise
-        print(f"(Nsight Compute counters not recorded: {e})", flush=True)
+        import textwrap
+
+        print(textwrap.fill(f"(Nsight Compute counters not recorded: {e})", 80), flush=True)
         return None
 
 
