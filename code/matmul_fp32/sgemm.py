@@ -1,0 +1,236 @@
+"""FP32 matrix product on CUDA cores, C = A @ B, as a ladder of kernels.
+
+A is M x K, B is K x N, C is M x N, row-major float32. naive: a thread per
+element of C, threadIdx.x down a column of C (A read 32 rows apart).
+coalesced: threadIdx.x along a row of C. smem: 32 x 32 tiles of A and B
+in shared memory. 1d: a 64 x 64 tile, 8 elements of C per thread. 2d: a
+128 x 128 tile, an 8 x 8 register tile per thread. vec: float4 loads, A's
+tile stored transposed. warptile: each warp a 64 x 32 piece, with no bank
+conflicts. double_buffer: two shared stages, slice k+1 loaded while slice
+k is computed. Every rung takes any M, N, K >= 1 (see sgemm.cu); the
+float4 rungs fall back to scalar loads where K or N is not a multiple of 4.
+
+Run:    python code/matmul_fp32/sgemm.py [--seed S] [--bench]
+Checks: every rung against a float64 NumPy product, element by element,
+        at M x N x K = 1x1x1, 1x3001x1023, 4097x1x1023, 33x31x17,
+        256x256x256 and 4097x3001x1023, and under --bench at each
+        benchmark shape. Bound: each element of C is a dot product of
+        length K, summed one term at a time by fused multiply-adds: K
+        roundings, so |error| <= gamma_K * (|A| @ |B|) with gamma_K =
+        K u / (1 - K u), whatever the order of the sum. So k = K / (1 - K u)
+        + 1 (the 1 covers the float64 reference's own error, about K * 2^-53
+        of the same scale) and scale = |A| @ |B| in float64.
+Bench:  at 4096 x 4096 x 4096 and 4097 x 3001 x 1023: ms, TFLOP/s
+        (2 M N K flops) and share of cuBLAS SGEMM fp32 (torch.matmul with
+        TF32 off, so it too rounds in FP32), timed in the same run on the
+        same data. Target: the best rung >= 80% of cuBLAS at 4096^3
+        (printed as met or MISSED; a slow run is a finding, not a failure).
+        The naive and coalesced rungs take seconds per run at 4096^3: they
+        are timed with the smallest budget (3 runs after 3 to estimate).
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
+import cudabook as cb  # noqa: E402
+
+KERNEL_FILE = Path(__file__).with_suffix(".cu")
+# rung: (threads per block, rows of C per block, columns of C per block), as in sgemm.cu
+RUNGS = {
+    "sgemm_naive": ((32, 32, 1), 32, 32),
+    "sgemm_coalesced": ((32, 32, 1), 32, 32),
+    "sgemm_smem": ((32, 32, 1), 32, 32),
+    "sgemm_1d": ((512, 1, 1), 64, 64),
+    "sgemm_2d": ((256, 1, 1), 128, 128),
+    "sgemm_vec": ((256, 1, 1), 128, 128),
+    "sgemm_warptile": ((256, 1, 1), 128, 128),
+    "sgemm_double_buffer": ((256, 1, 1), 128, 128),
+}
+FLOAT4 = {"sgemm_vec", "sgemm_warptile", "sgemm_double_buffer"}   # need 16-byte aligned arrays
+SLOW = {"sgemm_naive", "sgemm_coalesced"}                          # timed with a small budget
+MAX_DIM = 2**31 - 1 - 256          # a tile's int indices must not overflow past the edge
+MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65_535
+SHAPES = [(1, 1, 1), (1, 3001, 1023), (4097, 1, 1023), (33, 31, 17), (256, 256, 256),
+          (4097, 3001, 1023)]                                       # M, N, K
+BENCH_SHAPES = [(4096, 4096, 4096), (4097, 3001, 1023)]
+TARGET_SHAPE, TARGET = (4096, 4096, 4096), 0.80
+BASELINE = "cuBLAS SGEMM fp32 (torch.matmul, TF32 off)"
+U = 2.0**-24                        # float32 unit roundoff
+
+
+def short(name: str) -> str:
+    return name.removeprefix("sgemm_")
+
+
+def reference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A @ B in float64 (the float32 inputs are exact in float64, and so is
+    each product), and |A| @ |B|, the size of the terms behind each element."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return a64 @ b64, np.abs(a64) @ np.abs(b64)
+
+
+def bound_k(k_dim: int) -> float:
+    """gamma_K / u + 1: K roundings of a chain of FMAs, plus the reference's."""
+    return k_dim / (1 - k_dim * U) + 1
+
+
+def load_kernels() -> dict:
+    module = cb.compile(KERNEL_FILE)
+    return {name: module.get_function(name).prepare("PPPiii") for name in RUNGS}
+
+
+def _overlaps(x, y) -> bool:
+    p, q = int(x.gpudata), int(y.gpudata)
+    return p < q + y.nbytes and q < p + x.nbytes
+
+
+# --8<-- [start:launch]
+def sgemm(kernels, name: str, a, b, c) -> None:
+    """c = a @ b with the rung `name`. a: M x K, b: K x N, c: M x N, all
+    C-contiguous float32 GPUArrays; c must not overlap a or b. The float4
+    rungs need each array on a 16-byte boundary."""
+    if name not in RUNGS:
+        raise ValueError(f"name: expected one of {', '.join(RUNGS)}, got {name!r}")
+    align = 16 if name in FLOAT4 else None
+    cb.check_array("a", a, dtype=np.float32, ndim=2, on_device=True, alignment=align)
+    cb.check_array("b", b, dtype=np.float32, ndim=2, on_device=True, alignment=align)
+    m = cb.check_size("a.shape[0] (M)", a.shape[0], high=MAX_DIM)
+    k = cb.check_size("a.shape[1] (K)", a.shape[1], high=MAX_DIM)
+    if b.shape[0] != k:
+        raise ValueError(f"b: expected {k:,} rows (a is {m:,} x {k:,}: the inner "
+                         f"dimensions must agree), got shape {tuple(b.shape)}")
+    n = cb.check_size("b.shape[1] (N)", b.shape[1], high=MAX_DIM)
+    cb.check_array("c", c, dtype=np.float32, shape=(m, n), on_device=True, alignment=align)
+    for other, x in (("a", a), ("b", b)):
+        if _overlaps(c, x):
+            raise ValueError(f"c: overlaps {other}; the product needs a separate output")
+    block, tile_m, tile_n = RUNGS[name]
+    if name == "sgemm_naive":                       # threadIdx.x runs along M
+        grid = (cb.ceil_div(m, tile_m), cb.ceil_div(n, tile_n), 1)
+        what_y = ("b", f"{n:,} columns", tile_n)
+    else:                                           # blockIdx.x along N, blockIdx.y along M
+        grid = (cb.ceil_div(n, tile_n), cb.ceil_div(m, tile_m), 1)
+        what_y = ("a", f"{m:,} rows", tile_m)
+    if grid[1] > MAX_GRID_Y:
+        arg, count, tile = what_y
+        raise ValueError(f"{arg}: {count} need {grid[1]:,} blocks of {tile} in y, more than "
+                         f"the {MAX_GRID_Y:,} a grid allows for {short(name)}")
+    if grid[0] > MAX_GRID_X:                        # unreachable below MAX_DIM; kept honest
+        raise ValueError(f"{name}: {grid[0]:,} blocks in x, more than {MAX_GRID_X:,}")
+    kernels[name].prepared_call(grid, block, a.gpudata, b.gpudata, c.gpudata,
+                                np.int32(m), np.int32(n), np.int32(k))
+# --8<-- [end:launch]
+
+
+def random_pair(m: int, n: int, k: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    return a, b
+
+
+def label(name: str, m: int, n: int, k: int) -> str:
+    return f"{short(name)} {m}x{n}x{k}"
+
+
+def check_all(kernels, a, b, c_gpu, a_gpu, b_gpu) -> None:
+    """Every rung at one shape, against the float64 product."""
+    (m, k), n = a.shape, b.shape[1]
+    ref, scale = reference(a, b)
+    for name in RUNGS:
+        cb.poison(c_gpu)
+        sgemm(kernels, name, a_gpu, b_gpu, c_gpu)
+        cb.report_check(cb.compare(label(name, m, n, k), c_gpu.get(), ref, k=bound_k(k),
+                                   scale=scale))
+
+
+def check_shape(kernels, m: int, n: int, k: int, rng) -> None:
+    from pycuda import gpuarray
+
+    a, b = random_pair(m, n, k, rng)
+    check_all(kernels, a, b, gpuarray.empty((m, n), np.float32), gpuarray.to_gpu(a),
+              gpuarray.to_gpu(b))
+
+
+def bench_shape(kernels, m: int, n: int, k: int, seed: int, budget_ms: float) -> dict:
+    """Check, then time, every rung and cuBLAS at one shape, and print the
+    table. Returns the facts for the record: ms, TFLOP/s and share of
+    cuBLAS per rung (the share is cuBLAS's time over the rung's)."""
+    from pycuda import gpuarray
+
+    a, b = random_pair(m, n, k, np.random.default_rng(seed))
+    a_gpu, b_gpu = gpuarray.to_gpu(a), gpuarray.to_gpu(b)
+    c_gpu = gpuarray.empty((m, n), np.float32)
+    check_all(kernels, a, b, c_gpu, a_gpu, b_gpu)
+    flops = 2 * m * n * k
+    working_set = 4 * (m * k + k * n + m * n)
+    rows = {}
+    base = None
+    torch = cb.torch_cuda()
+    if torch is not None:
+        torch.backends.cuda.matmul.allow_tf32 = False     # FP32 arithmetic, as ours
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        tc = torch.empty((m, n), device="cuda", dtype=torch.float32)
+        t = cb.bench(lambda: torch.matmul(ta, tb, out=tc), working_set_bytes=working_set,
+                     budget_ms=budget_ms)
+        base = t.median_ms
+    for name in RUNGS:
+        def fn(name=name):
+            sgemm(kernels, name, a_gpu, b_gpu, c_gpu)
+
+        if name in SLOW:
+            t = cb.bench(fn, working_set_bytes=working_set, budget_ms=1.0, warmup_ms=1.0,
+                         min_reps=3)
+        else:
+            t = cb.bench(fn, working_set_bytes=working_set, budget_ms=budget_ms)
+        rows[short(name)] = {"ms": t.median_ms, "flops": flops / (t.median_ms * 1e-3),
+                             "of_cublas": base / t.median_ms if base else None,
+                             "reps": t.reps}
+    print(f"{m} x {n} x {k}: {flops / 1e9:,.1f} GFLOP per product")
+    print(f"{'rung':16s} {'ms':>10s} {'TFLOP/s':>9s} {'% of cuBLAS':>12s}")
+    for rung, r in rows.items():
+        share = f"{100 * r['of_cublas']:11.1f}%" if base else f"{'-':>12s}"
+        print(f"{rung:16s} {r['ms']:10.3f} {r['flops'] / 1e12:9.2f} {share}")
+    shape = f"{m}x{n}x{k}"
+    facts = {f"{shape}_rows": [{"rung": rung, **r} for rung, r in rows.items()]}
+    for rung, r in rows.items():              # flat keys, for [[rec:...:facts.<key>]]
+        facts[f"{rung}_{shape}_ms"] = r["ms"]
+        facts[f"{rung}_{shape}_tflops"] = r["flops"] / 1e12
+        if base:
+            facts[f"{rung}_{shape}_of_cublas"] = r["of_cublas"]
+    if base:
+        rate = flops / (base * 1e-3)
+        print(f"{'cuBLAS':16s} {base:10.3f} {rate / 1e12:9.2f} {100.0:11.1f}%")
+        print(f"  cuBLAS: {BASELINE}")
+        facts.update({f"cublas_{shape}_ms": base, f"cublas_{shape}_tflops": rate / 1e12})
+    best = max(rows, key=lambda r: rows[r]["flops"])
+    facts[f"best_{shape}"] = best
+    if base and (m, n, k) == TARGET_SHAPE:
+        share = rows[best]["of_cublas"]
+        met = share >= TARGET
+        print(f"  target: best rung ({best}) >= {100 * TARGET:.0f}% of cuBLAS: "
+              f"{'met' if met else 'MISSED'} ({100 * share:.1f}%)")
+        facts.update(best_of_cublas=share, target=TARGET, target_met=met)
+    return facts
+
+
+def main(argv=None) -> int:
+    args = cb.parse_args(argv, __doc__, bench_n=0)
+    gpu = cb.init()
+    kernels = load_kernels()
+    rng = np.random.default_rng(args.seed)
+    for m, n, k in SHAPES:
+        check_shape(kernels, m, n, k, rng)
+    if args.bench:
+        print(f"{gpu.name}: {gpu.sm_count} SMs")
+        facts = {"baseline": BASELINE}
+        for m, n, k in BENCH_SHAPES:
+            facts.update(bench_shape(kernels, m, n, k, args.seed, args.budget_ms))
+        cb.report_facts(**facts)
+    return cb.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(cb.run(main))
