@@ -1,0 +1,276 @@
+"""BF16 matrix product on tensor cores, C = A @ B, as a ladder of kernels.
+
+A is M x K and B is K x N in bfloat16, row-major; C is M x N float32,
+accumulated in fp32. wmma: nvcuda::wmma 16x16x16 fragments, a warp per
+32 x 32 piece of C, loaded straight from global memory. wmma_smem: a
+128 x 128 x 32 block tile staged in shared memory, 8 warps of 64 x 32.
+mma: inline PTX mma.sync m16n8k16 fed by ldmatrix from an XOR-swizzled
+shared layout, 4 warps of 64 x 64. mma_pipelined: the same with cp.async
+into 3 shared stages. Every rung takes any M, N, K >= 1 (see tc_gemm.cu);
+where K (or N) is not a multiple of 8, the rows of A (or B) are not
+16-byte aligned and that operand is loaded one element at a time.
+
+PyCUDA has no bfloat16 dtype: bf16 matrices live on the host and device as
+np.uint16 bit patterns, rounded from float32 to nearest, ties to even.
+
+Run:    python code/matmul_tc/tc_gemm.py [--seed S] [--bench]
+Checks: every rung, element by element, at M x N x K = 1x1x1, 16x16x16,
+        33x31x32, 33x31x17, 130x257x100, 1024x1024x1024 and
+        4097x3001x1024, and under --bench at each benchmark shape, against
+        the float64 product of the bf16-rounded inputs (each product of two
+        bf16 values is exact in float64 and in fp32). Bound: each element
+        of C is a dot product of length K accumulated in fp32, at most one
+        rounding per term; the tensor cores may add with truncation rather
+        than round-to-nearest, and align a block of products to the largest
+        before adding, so each rounding may cost a whole ulp (2u) of a
+        partial sum no bigger than |A| @ |B|. So k = 2K / (1 - 2K u) + 1
+        (the 1 covers the float64 reference) and scale = |A| @ |B|.
+        Reported beside the check, not checked: the error against the
+        product of the unrounded float32 inputs (bf16 keeps 8 significant
+        bits: up to 2^-8 relative per input), for the last rung
+        (mma_pipelined) at 1024^3 and 4096^3 (not at 8192^3: its float64
+        product would take too long).
+Bench:  at 8192 x 8192 x 8192 and 4096 x 4096 x 4096: ms, TFLOP/s
+        (2 M N K flops) and share of cuBLAS bf16 (torch.matmul on bf16
+        tensors, fp32 accumulation with reduced-precision reductions off;
+        it writes C in bf16, we write fp32), timed in the same run on the
+        same data. Target: the best tensor-core rung >= 50% of cuBLAS at
+        8192^3 (printed as met or MISSED; a slow run is a finding).
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
+import cudabook as cb  # noqa: E402
+
+KERNEL_FILE = Path(__file__).with_suffix(".cu")
+# rung: (threads per block, rows of C per block, columns of C per block), as in tc_gemm.cu
+RUNGS = {
+    "tc_wmma": ((128, 1, 1), 64, 64),
+    "tc_wmma_smem": ((256, 1, 1), 128, 128),
+    "tc_mma": ((128, 1, 1), 128, 128),
+    "tc_mma_pipelined": ((128, 1, 1), 128, 128),
+}
+# device address alignment each rung needs: wmma loads/stores from global
+# memory want 32 bytes, the 16-byte loads and cp.async 16
+ALIGN = {"tc_wmma": 32, "tc_wmma_smem": 32, "tc_mma": 16, "tc_mma_pipelined": 16}
+MAX_DIM = 2**31 - 1 - 256          # a tile's int indices must not overflow past the edge
+MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65_535
+SHAPES = [(1, 1, 1), (16, 16, 16), (33, 31, 32), (33, 31, 17), (130, 257, 100),
+          (1024, 1024, 1024), (4097, 3001, 1024)]                   # M, N, K
+BENCH_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096)]
+ROUNDING_SHAPES = {(1024, 1024, 1024), (4096, 4096, 4096)}    # where input_rounding_facts runs
+TARGET_SHAPE, TARGET = (8192, 8192, 8192), 0.50
+BASELINE = "cuBLAS bf16 (torch.matmul)"
+U = 2.0**-24                        # float32 unit roundoff
+
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns (np.uint16), round to nearest, ties
+    to even: add 0x7FFF plus the lowest kept bit, keep the top 16 bits.
+    (Finite inputs only: a NaN could round to infinity.)"""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
+
+
+def from_bf16(h: np.ndarray) -> np.ndarray:
+    """bfloat16 bit patterns (np.uint16) -> float32, exactly."""
+    return (h.astype(np.uint32) << 16).view(np.float32)
+
+
+def reference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A @ B in float64 for bf16 bit patterns a, b (every bf16 value and every
+    product of two is exact in float64), and |A| @ |B|, the size of the terms."""
+    a64, b64 = from_bf16(a).astype(np.float64), from_bf16(b).astype(np.float64)
+    return a64 @ b64, np.abs(a64) @ np.abs(b64)
+
+
+def bound_k(k_dim: int) -> float:
+    """K roundings of up to an ulp (2u) each in fp32 accumulation, plus the
+    reference's own error."""
+    return 2 * k_dim / (1 - 2 * k_dim * U) + 1
+
+
+def load_kernels() -> dict:
+    module = cb.compile(KERNEL_FILE)
+    return {name: module.get_function(name).prepare("PPPiii") for name in RUNGS}
+
+
+def _overlaps(x, y) -> bool:
+    p, q = int(x.gpudata), int(y.gpudata)
+    return p < q + y.nbytes and q < p + x.nbytes
+
+
+# --8<-- [start:launch]
+def tc_gemm(kernels, name: str, a, b, c) -> None:
+    """c = a @ b with the rung `name`. a: M x K and b: K x N bfloat16 bit
+    patterns (np.uint16), c: M x N float32, all C-contiguous GPUArrays; c
+    must not overlap a or b. Any M, N, K >= 1; each array on a 32-byte
+    boundary for the wmma rungs, 16 for the mma rungs."""
+    if name not in RUNGS:
+        raise ValueError(f"name: expected one of {', '.join(RUNGS)}, got {name!r}")
+    align = ALIGN[name]
+    cb.check_array("a", a, dtype=np.uint16, ndim=2, on_device=True, alignment=align)
+    cb.check_array("b", b, dtype=np.uint16, ndim=2, on_device=True, alignment=align)
+    m = cb.check_size("a.shape[0] (M)", a.shape[0], high=MAX_DIM)
+    k = cb.check_size("a.shape[1] (K)", a.shape[1], high=MAX_DIM)
+    if b.shape[0] != k:
+        raise ValueError(f"b: expected {k:,} rows (a is {m:,} x {k:,}: the inner "
+                         f"dimensions must agree), got shape {tuple(b.shape)}")
+    n = cb.check_size("b.shape[1] (N)", b.shape[1], high=MAX_DIM)
+    cb.check_array("c", c, dtype=np.float32, shape=(m, n), on_device=True, alignment=align)
+    for other, x in (("a", a), ("b", b)):
+        if _overlaps(c, x):
+            raise ValueError(f"c: overlaps {other}; the product needs a separate output")
+    block, tile_m, tile_n = RUNGS[name]
+    grid = (cb.ceil_div(n, tile_n), cb.ceil_div(m, tile_m), 1)   # x along N, y along M
+    if grid[1] > MAX_GRID_Y:
+        raise ValueError(f"a: {m:,} rows need {grid[1]:,} blocks of {tile_m} in y, more than "
+                         f"the {MAX_GRID_Y:,} a grid allows for {name}")
+    if grid[0] > MAX_GRID_X:                        # unreachable below MAX_DIM; kept honest
+        raise ValueError(f"{name}: {grid[0]:,} blocks in x, more than {MAX_GRID_X:,}")
+    kernels[name].prepared_call(grid, block, a.gpudata, b.gpudata, c.gpudata,
+                                np.int32(m), np.int32(n), np.int32(k))
+# --8<-- [end:launch]
+
+
+def random_pair(m: int, n: int, k: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """float32 standard-normal A (M x K) and B (K x N)."""
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    return a, b
+
+
+def label(name: str, m: int, n: int, k: int) -> str:
+    return f"{name.removeprefix('tc_')} {m}x{n}x{k}"
+
+
+def tag(m: int, n: int, k: int) -> str:
+    return str(m) if m == n == k else f"{m}x{n}x{k}"
+
+
+def check_all(kernels, a16, b16, c_gpu, a_gpu, b_gpu) -> dict:
+    """Every rung at one shape, against the float64 product of the bf16
+    inputs. Returns the last rung's output (for input_rounding_facts)."""
+    (m, k), n = a16.shape, b16.shape[1]
+    ref, scale = reference(a16, b16)
+    out = None
+    for name in RUNGS:
+        cb.poison(c_gpu)
+        tc_gemm(kernels, name, a_gpu, b_gpu, c_gpu)
+        out = c_gpu.get()
+        cb.report_check(cb.compare(label(name, m, n, k), out, ref, k=bound_k(k), scale=scale))
+    return out
+
+
+def input_rounding_facts(out: np.ndarray, a: np.ndarray, b: np.ndarray, shape: str) -> dict:
+    """How far C is from the product of the unrounded float32 inputs: the
+    price of bf16 inputs, not of the kernel. Printed and kept, not checked."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    exact = a64 @ b64
+    scale = np.abs(a64) @ np.abs(b64)
+    err = np.abs(out - exact)
+    worst = float(np.max(err / scale))
+    norm = float(np.linalg.norm(err) / np.linalg.norm(exact))
+    print(f"  vs unrounded float32 inputs at {shape}: max |C - A@B| / (|A|@|B|)")
+    print(f"    = {worst:.2e}, norm-wise {norm:.2e} (bf16 u = 2^-8 = {2.0**-8:.2e})")
+    return {f"fp32_inputs_{shape}_worst_rel": worst, f"fp32_inputs_{shape}_norm_rel": norm}
+
+
+def check_shape(kernels, m: int, n: int, k: int, rng) -> dict:
+    from pycuda import gpuarray
+
+    a, b = random_pair(m, n, k, rng)
+    a16, b16 = to_bf16(a), to_bf16(b)
+    out = check_all(kernels, a16, b16, gpuarray.empty((m, n), np.float32),
+                    gpuarray.to_gpu(a16), gpuarray.to_gpu(b16))
+    if (m, n, k) in ROUNDING_SHAPES:
+        return input_rounding_facts(out, a, b, tag(m, n, k))
+    return {}
+
+
+def bench_shape(kernels, m: int, n: int, k: int, seed: int, budget_ms: float) -> dict:
+    """Check, then time, every rung and cuBLAS at one shape, and print the
+    table. Returns the facts for the record: ms, TFLOP/s and share of
+    cuBLAS per rung (the share is cuBLAS's time over the rung's)."""
+    from pycuda import gpuarray
+
+    a, b = random_pair(m, n, k, np.random.default_rng(seed))
+    a16, b16 = to_bf16(a), to_bf16(b)
+    a_gpu, b_gpu = gpuarray.to_gpu(a16), gpuarray.to_gpu(b16)
+    c_gpu = gpuarray.empty((m, n), np.float32)
+    shape = tag(m, n, k)
+    out = check_all(kernels, a16, b16, c_gpu, a_gpu, b_gpu)
+    facts = input_rounding_facts(out, a, b, shape) if (m, n, k) in ROUNDING_SHAPES else {}
+    del out
+    flops = 2 * m * n * k
+    working_set = 2 * (m * k + k * n) + 4 * m * n
+    rows = {}
+    base = None
+    torch = cb.torch_cuda()
+    if torch is not None:
+        # fp32 accumulation throughout, as ours (no bf16 partial sums in split-K)
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+        ta = torch.from_numpy(a16.view(np.int16)).cuda().view(torch.bfloat16)
+        tb = torch.from_numpy(b16.view(np.int16)).cuda().view(torch.bfloat16)
+        tc = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
+        t = cb.bench(lambda: torch.matmul(ta, tb, out=tc), working_set_bytes=working_set,
+                     budget_ms=budget_ms)
+        base = t.median_ms
+        del ta, tb, tc
+    for name in RUNGS:
+        def fn(name=name):
+            tc_gemm(kernels, name, a_gpu, b_gpu, c_gpu)
+
+        t = cb.bench(fn, working_set_bytes=working_set, budget_ms=budget_ms)
+        rows[name] = {"ms": t.median_ms, "flops": flops / (t.median_ms * 1e-3),
+                      "of_cublas": base / t.median_ms if base else None, "reps": t.reps}
+    print(f"{m} x {n} x {k}: {flops / 1e9:,.1f} GFLOP per product")
+    print(f"{'rung':18s} {'ms':>10s} {'TFLOP/s':>9s} {'% of cuBLAS':>12s}")
+    for rung, r in rows.items():
+        share = f"{100 * r['of_cublas']:11.1f}%" if base else f"{'-':>12s}"
+        print(f"{rung:18s} {r['ms']:10.3f} {r['flops'] / 1e12:9.1f} {share}")
+    facts[f"{shape}_rows"] = [{"rung": rung, **r} for rung, r in rows.items()]
+    for rung, r in rows.items():              # flat keys, for [[rec:...:facts.<key>]]
+        facts[f"{rung}_{shape}_ms"] = r["ms"]
+        facts[f"{rung}_{shape}_tflops"] = r["flops"] / 1e12
+        if base:
+            facts[f"{rung}_{shape}_of_cublas"] = r["of_cublas"]
+    if base:
+        rate = flops / (base * 1e-3)
+        print(f"{'cuBLAS':18s} {base:10.3f} {rate / 1e12:9.1f} {100.0:11.1f}%")
+        print(f"  cuBLAS: {BASELINE}")
+        facts.update({f"cublas_{shape}_ms": base, f"cublas_{shape}_tflops": rate / 1e12})
+    best = max(rows, key=lambda r: rows[r]["flops"])
+    facts[f"best_{shape}"] = best
+    if base and (m, n, k) == TARGET_SHAPE:
+        share = rows[best]["of_cublas"]
+        met = share >= TARGET
+        print(f"  target: best rung ({best}) >= {100 * TARGET:.0f}% of cuBLAS: "
+              f"{'met' if met else 'MISSED'} ({100 * share:.1f}%)")
+        facts.update(best_of_cublas=share, target=TARGET, target_met=met)
+    return facts
+
+
+def main(argv=None) -> int:
+    args = cb.parse_args(argv, __doc__, bench_n=0)
+    gpu = cb.init()
+    kernels = load_kernels()
+    rng = np.random.default_rng(args.seed)
+    facts = {}
+    for m, n, k in SHAPES:
+        facts.update(check_shape(kernels, m, n, k, rng))
+    if args.bench:
+        print(f"{gpu.name}: {gpu.sm_count} SMs")
+        facts["baseline"] = BASELINE
+        for m, n, k in BENCH_SHAPES:
+            facts.update(bench_shape(kernels, m, n, k, args.seed, args.budget_ms))
+    cb.report_facts(**facts)
+    return cb.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(cb.run(main))
