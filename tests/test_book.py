@@ -185,18 +185,13 @@ def test_measured_numbers_come_from_records(page):
                        'not a measurement as <span class="cb-given">...</span> and say where it comes from.')
 
 
-def _bench_facts(listing_id: str) -> dict:
-    lst = next(x for x in LISTINGS if x.id == listing_id)
-    rec = record.load(lst)
-    assert rec is not None, f"{listing_id} has no record"
-    return next(run for run in rec.runs if run.key == "bench").facts
-
-
 def test_why_gpus_prose_names_the_sizes_where_pytorch_stalled():
     """'Why GPUs' says at which sizes PyTorch's CPU time jumped, and that only
     there did the GPU with copies beat it. Those sizes come from the record,
     so a new record that moves them fails here until the paragraph follows."""
-    sweep = _bench_facts("why_gpus/gelu_cpu_vs_gpu")["sweep"]
+    rec = record.load(listings.find("why_gpus/gelu_cpu_vs_gpu"))
+    assert rec is not None, "why_gpus/gelu_cpu_vs_gpu has no record"
+    sweep = rec.facts()["sweep"]                   # what the prose and the chart read
     # A jump: more than twice the time of some larger size.
     jumps = [r["n"] for i, r in enumerate(sweep)
              if any(r["torch_cpu_ms"] > 2 * s["torch_cpu_ms"] for s in sweep[i + 1:])]

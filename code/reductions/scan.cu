@@ -2,7 +2,7 @@
 //
 // Host program: scan.py. Built bottom up: scan_warp scans 32 values in
 // registers with shuffles; scan_tile (used by every kernel) scans a tile of
-// TILE = 4,096 elements with one block, from warp scans and a scan of the
+// TILE = 8,192 elements with one block, from warp scans and a scan of the
 // warp totals in shared memory. A whole array then takes either three
 // kernels (scan_block scans each tile and writes its total, scan_totals
 // scans the totals, add_totals adds them back: every element read and
@@ -16,8 +16,8 @@
 
 #define BLOCK 256                        // threads per block: a multiple of 32
 #define WARPS (BLOCK / 32)
-#define PER 4                            // float4s per thread per tile
-#define TILE (BLOCK * 4 * PER)           // elements per tile: 4,096
+#define PER 8                            // float4s per thread per tile
+#define TILE (BLOCK * 4 * PER)           // elements per tile: 8,192
 #define FULL 0xffffffffu                 // every lane of the warp takes part
 
 // --8<-- [start:scan_warp]
@@ -64,9 +64,9 @@ __device__ __forceinline__ void store4(float* y, long long e, long long n, float
 }
 
 // --8<-- [start:scan_block]
-// One tile in registers. Warp w owns tile elements [512 w, 512 w + 512) and
-// reads them as PER chunks of 128: in chunk q, lane l holds the float4 at
-// 512 w + 128 q + 4 l, so each load instruction of the warp reads 512
+// One tile in registers. Warp w owns tile elements [1024 w, 1024 w + 1024)
+// and reads them as PER chunks of 128: in chunk q, lane l holds the float4 at
+// 1024 w + 128 q + 4 l, so each load instruction of the warp reads 512
 // contiguous bytes. v[q] holds the running sums inside that float4; off[q]
 // the sum of everything before that float4 in the tile.
 struct Tile {

@@ -2,7 +2,7 @@
 
 A scan, y[i] = x[0] + ... + x[i], looks sequential, but it is a sum with
 every partial result kept. scan_warp scans 32 values with five
-__shfl_up_sync steps; scan_block scans a tile of 4,096 elements per block
+__shfl_up_sync steps; scan_block scans a tile of 8,192 elements per block
 (float4 loads, a warp scan per 128 elements, then a scan of the block's
 warp totals in shared memory). A whole array then takes three kernels
 (scan_block writes each tile's total, scan_totals scans the totals,
@@ -18,11 +18,11 @@ Checks: every output element against np.cumsum in float64, with scale =
         the running sum of |x| (the terms cancel). As in sum_ladder.py, an
         element whose chain of additions is h long is off by at most
         h u sum |x|, and on random data by about sqrt(h) u: k = 6 sqrt(h).
-        Inside a tile, h <= 20 (3 inside a float4, 5 for a warp scan, 4
+        Inside a tile, h <= 24 (3 inside a float4, 5 for a warp scan, 8
         chunk carries, 5 for the scan of the warp totals, 3 adds of the
-        offsets). scan_block (each tile alone): h = 20. Three passes:
-        3 x 20 + ceil(tiles / 4,096) + 1 (the tile, its total, the scan of
-        the totals with its carries, the final add). Look-back: 2 x 20 +
+        offsets). scan_block (each tile alone): h = 24. Three passes:
+        3 x 24 + ceil(tiles / 8,192) + 1 (the tile, its total, the scan of
+        the totals with its carries, the final add). Look-back: 2 x 24 +
         tiles (a look-back that goes d tiles back adds at most d
         additions to the chain). Also checked: every look-back tile ended
         with its inclusive prefix published.
@@ -44,9 +44,9 @@ import cudabook as cb  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 BLOCK = 256                  # threads per block: the .cu's BLOCK
-PER = 4                      # float4s per thread per tile: the .cu's PER
-TILE = BLOCK * 4 * PER       # elements per tile: 4,096
-TILE_DEPTH = 20              # the longest chain of additions inside a tile (see Checks)
+PER = 8                      # float4s per thread per tile: the .cu's PER
+TILE = BLOCK * 4 * PER       # elements per tile: 8,192
+TILE_DEPTH = 24              # the longest chain of additions inside a tile (see Checks)
 KERNELS = {"scan_block": "PPPi", "scan_totals": "PPi", "add_totals": "PPi", "scan_lookback": "PPPi"}
 PREFIX = 2                   # the flag of a tile that published its inclusive prefix
 
@@ -168,7 +168,7 @@ def torch_baseline(x):
 #: Under compute-sanitizer the suite's size (1,027) is a single tile, so the
 #: cross-tile paths (the look-back, the scan of the totals) would go
 #: unchecked; there the checks also run at this size, several tiles long.
-SANITIZER_TILES_N = 5 * 4096 + 3
+SANITIZER_TILES_N = 5 * TILE + 3
 
 
 def check_all(kernels, n: int, seed: int):
@@ -201,7 +201,7 @@ def check_all(kernels, n: int, seed: int):
     flags = state.get()[1:] >> np.uint64(32)
     cb.report_check(cb.expect("scan_lookback: every tile published its prefix",
                               bool(np.all(flags == PREFIX)),
-                              f"{int(np.sum(flags == PREFIX)):,} of {flags.size:,} tiles"))
+                              f"{int(np.sum(flags == PREFIX)):,} of {flags.size:,} tiles", n=n))
     return x, versions
 
 

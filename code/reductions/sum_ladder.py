@@ -230,7 +230,7 @@ def main(argv=None) -> int:
             runs[name].add(bits(out))
     same = len(runs["sum_one_pass"]) == 1
     cb.report_check(cb.expect(f"sum_one_pass: {RUNS} runs bit-identical", same,
-                              f"{len(runs['sum_one_pass'])} distinct value(s) in {RUNS} runs"))
+                              f"{len(runs['sum_one_pass'])} distinct value(s) in {RUNS} runs", n=x.size))
     print(f"sum_atomic: {len(runs['sum_atomic'])} distinct value(s) in {RUNS} runs")
 
     x_abs = np.abs(x)

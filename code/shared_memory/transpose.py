@@ -21,8 +21,11 @@ Bench:  at 8192x8192 (the float4 path) and 4097x3001 (scalars): GB/s of
         at 8192x8192: shared-memory bank conflicts per shared load and
         store instruction (checked as wavefronts - instructions, the
         passes beyond one, against what the addresses predict: 31 for
-        the tiled rung's loads, else 0), and global sectors per load and
-        store request, checked against the count the addresses predict.
+        the tiled rung's loads, else 0; within 0.25 + 2% of the
+        prediction, since other traffic through the banks adds a few
+        hundredths), and global sectors per load and store request,
+        checked against the count the addresses predict. Also timed: a
+        driver copy (memcpy_dtod) of the same bytes at each shape.
 """
 
 import sys
@@ -121,6 +124,12 @@ def bench_shape(kernels, rows: int, cols: int, seed: int) -> dict:
                               baseline=baseline if best else None,
                               targets={"copy": 0.85, "baseline": 3.0} if best else None)
         fractions[name] = result.fraction_of_ceiling
+    # The copy bandwidth above is measured on 2 GiB. The same bytes as this
+    # transpose, copied by the driver, show what a copy reaches at this size.
+    import pycuda.driver as cuda
+    cb.benchmark(f"memcpy_dtod, same bytes {rows}x{cols}",
+                 lambda: cuda.memcpy_dtod(out.gpudata, x_gpu.gpudata, x_gpu.nbytes),
+                 bytes_moved=2 * 4 * rows * cols)
     return fractions
 
 
@@ -135,6 +144,8 @@ PREDICTED_SECTORS = {"transpose_naive": (4, 32), "transpose_tiled": (4, 4),
                      "transpose_padded": (4, 4), "transpose_swizzled": (4, 4),
                      "transpose_wide": (16, 16)}    # float4: 4 rows x 128 bytes a warp
 
+CONFLICT_SLACK = 0.25       # passes per instruction the check allows (see report_counts) ...
+CONFLICT_RELATIVE = 0.02    # ... plus this fraction of the predicted count
 CONFLICTS_LD = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
 CONFLICTS_ST = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
 SHARED_LD = "smsp__inst_executed_op_shared_ld.sum"      # warp-level instructions
@@ -226,18 +237,27 @@ def report_counts(rows: list[dict]) -> None:
         """How far a count is from its prediction; no count is infinitely far."""
         return float("inf") if value is None else abs(value - predicted) / max(predicted, 1)
 
-    def worst(key: str) -> float:
-        return max(off(r[f"{op}_{key}"], r["predicted_conflicts"][i])
-                   for r in rows if r["predicted_conflicts"] for i, op in enumerate(("ld", "st")))
+    # The counters count every extra pass through the banks, whatever caused
+    # it: a rung whose addresses cannot conflict still shows a few hundredths
+    # of a pass per instruction (the banks are also the L1 cache's data
+    # banks, which the global loads and stores pass through). A conflict
+    # adds at least one whole pass, so the check allows a quarter of a pass,
+    # plus 2% of the predicted count, and still tells conflict degrees apart.
+    def excess_off(key: str) -> float:
+        """The largest miss, as a fraction of what the check allows."""
+        return max(float("inf") if r[f"{op}_{key}"] is None else
+                   abs(r[f"{op}_{key}"] - p) / (CONFLICT_SLACK + CONFLICT_RELATIVE * p)
+                   for r in rows if r["predicted_conflicts"]
+                   for op, p in zip(("ld", "st"), r["predicted_conflicts"]))
 
-    wave_err, counter_err = worst("excess_wavefronts_per_inst"), worst("conflicts_per_inst")
+    wave_err, counter_err = excess_off("excess_wavefronts_per_inst"), excess_off("conflicts_per_inst")
     naive_shared = rows[0]["shared_ld"] + rows[0]["shared_st"]
     cb.report_check(cb.expect(
         "extra shared passes per instruction as predicted",
-        wave_err <= 0.01 and naive_shared == 0,
-        f"wavefronts - instructions off by at most {100 * wave_err:.2f}% of "
-        f"max(predicted, 1) (conflict counter: {100 * counter_err:.2f}%); "
-        f"naive: {naive_shared:.0f} shared instructions"))
+        wave_err <= 1 and naive_shared == 0,
+        f"wavefronts - instructions: the largest miss is {wave_err:.2f} of the "
+        f"{CONFLICT_SLACK} + {CONFLICT_RELATIVE:.0%} x predicted allowed "
+        f"(conflict counter: {counter_err:.2f}); naive: {naive_shared:.0f} shared instructions"))
     sector_err = max(off(r[f"{op}_sectors_per_req"], r["predicted_sectors"][i])
                      for r in rows for i, op in enumerate(("ld", "st")))
     cb.report_check(cb.expect("global sectors per request as predicted", sector_err <= 0.001,
