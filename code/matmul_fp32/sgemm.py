@@ -13,7 +13,8 @@ float4 rungs fall back to scalar loads where K or N is not a multiple of 4.
 Run:    python code/matmul_fp32/sgemm.py [--seed S] [--bench]
 Checks: every rung against a float64 NumPy product, element by element,
         at M x N x K = 1x1x1, 1x3001x1023, 4097x1x1023, 33x31x17,
-        256x256x256 and 4097x3001x1023, and under --bench at each
+        256x256x256 and 4097x3001x1023 (under compute-sanitizer only
+        1x1x1, 33x31x17 and 130x67x45), and under --bench at each
         benchmark shape. Bound: each element of C is a dot product of
         length K, summed one term at a time by fused multiply-adds: K
         roundings, so |error| <= gamma_K * (|A| @ |B|) with gamma_K =
@@ -29,6 +30,7 @@ Bench:  at 4096 x 4096 x 4096 and 4097 x 3001 x 1023: ms, TFLOP/s
         are timed with the smallest budget (3 runs after 3 to estimate).
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -55,6 +57,10 @@ MAX_DIM = 2**31 - 1 - 256          # a tile's int indices must not overflow past
 MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65_535
 SHAPES = [(1, 1, 1), (1, 3001, 1023), (4097, 1, 1023), (33, 31, 17), (256, 256, 256),
           (4097, 3001, 1023)]                                       # M, N, K
+#: Under compute-sanitizer (which runs kernels tens to hundreds of times
+#: slower), only shapes small enough to finish, that still have partial tiles
+#: in every dimension.
+SANITIZER_SHAPES = [(1, 1, 1), (33, 31, 17), (130, 67, 45)]
 BENCH_SHAPES = [(4096, 4096, 4096), (4097, 3001, 1023)]
 TARGET_SHAPE, TARGET = (4096, 4096, 4096), 0.80
 BASELINE = "cuBLAS SGEMM fp32 (torch.matmul, TF32 off)"
@@ -221,7 +227,7 @@ def main(argv=None) -> int:
     gpu = cb.init()
     kernels = load_kernels()
     rng = np.random.default_rng(args.seed)
-    for m, n, k in SHAPES:
+    for m, n, k in SANITIZER_SHAPES if os.environ.get("CUDABOOK_SANITIZER") else SHAPES:
         check_shape(kernels, m, n, k, rng)
     if args.bench:
         print(f"{gpu.name}: {gpu.sm_count} SMs")
