@@ -62,7 +62,9 @@ def test_compiles_without_spills(listing, arch, nvcc, tmp_path):
     assert r.returncode == 0, f"nvcc failed on {listing.cu}:\n{r.stderr}"
     kernels = parse_ptxas(r.stdout + r.stderr)
     assert kernels, f"no ptxas report for {listing.cu}:\n{r.stderr}"
-    declared = re.findall(r'extern "C"\s+__global__\s+void\s+(\w+)', listing.cu.read_text())
+    bounds = r'(?:__launch_bounds__\([^)]*\)\s+)?'
+    declared = re.findall(r'extern "C"\s+__global__\s+' + bounds + r'void\s+' + bounds + r'(\w+)',
+                          listing.cu.read_text())
     assert set(declared) <= set(kernels), f"ptxas did not report {set(declared) - set(kernels)}"
     if "cudabook: allow-spills" in listing.cu.read_text():
         return

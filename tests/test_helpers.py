@@ -261,7 +261,12 @@ def test_runtime_modules_are_what_listings_load():
     assert runtime == {"__init__.py", "bench.py", "check.py", "compile.py", "gpu.py", "listing_cli.py", "lock.py"}
     present = {p.name for p in pkg.glob("*.py")}
     assert not runtime & TOOLING
-    assert present <= runtime | TOOLING | {"roofline.py"}, f"unclassified helper modules: {present - runtime - TOOLING}"
+    # Loaded only by the listings that import them, and hashed only into theirs.
+    optional = {"ncu.py"}
+    assert not optional & runtime
+    assert "ncu.py" in {p.name for p in listings.helper_modules(listings.find("global_memory/strided_copy"))}
+    assert present <= runtime | TOOLING | optional | {"roofline.py"}, (
+        f"unclassified helper modules: {present - runtime - TOOLING - optional}")
 
 
 def test_helper_package_imports_nothing_chapter_specific():
@@ -291,3 +296,24 @@ def test_torch_version_is_read_without_importing_torch(tmp_path, monkeypatch):
     fake.__version__ = "9.8.7+cu999"
     monkeypatch.setitem(sys.modules, "torch", fake)
     assert gpu.torch_version_string() == "9.8.7+cu999"
+
+
+def test_ncu_csv_becomes_one_dict_per_launch():
+    """ncu --csv writes one row per launch and metric, numbers perhaps with
+    thousands separators, after its own ==PROF== lines."""
+    from cudabook import ncu
+
+    text = '''==PROF== Connected to process 4242 (/usr/bin/python3)
+==PROF== Profiling "copy_strided" - 0: 0%....50%....100% - 1 pass
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","4242","python3","127.0.0.1","copy_strided","1","7","(256, 1, 1)","(65537, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","","524,289"
+"0","4242","python3","127.0.0.1","copy_strided","1","7","(256, 1, 1)","(65537, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum","sector","2,097,155"
+"1","4242","python3","127.0.0.1","copy_strided","1","7","(256, 1, 1)","(65537, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","","524289"
+"1","4242","python3","127.0.0.1","copy_strided","1","7","(256, 1, 1)","(65537, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum","sector","16777220"
+==PROF== Disconnected from process 4242
+'''
+    rows = ncu.parse_csv(text)
+    assert [r["id"] for r in rows] == [0, 1] and rows[0]["kernel"] == "copy_strided"
+    assert rows[0][ncu.SECTORS] / rows[0][ncu.REQUESTS] == 2_097_155 / 524_289
+    assert rows[1][ncu.SECTORS] == 16_777_220.0
+    assert ncu.parse_csv("==PROF== nothing profiled\n") == []

@@ -15,7 +15,9 @@
   chapters/<chapter>/<name>.svg.
 - `[[rec:<chapter>/<name>:<field>]]` in prose is replaced by a value from
   the record (see `field`), so no measured number is ever typed by hand;
-  `[[rec:...:facts.<key>|%]]`, `|billion` or `|.2f` formats a number.
+  `[[rec:...:facts.<key>|%]]`, `|billion` or `|.2f` formats a number;
+  `[[rec:<chapter>/<name>:bench[<benchmark name>].rate]]` (or `.time`,
+  `.fraction`, `.baseline_ratio`, ...) picks one benchmark of a ladder.
 - `<!-- cudabook:output <chapter>/<name> <run> -->` is replaced by the text
   the listing printed in that recorded run (`bench`, `run`, `n=33`, ...), or
   for a deliberately broken listing, `sanitizer`: what compute-sanitizer said.
@@ -50,7 +52,8 @@ VERIFICATION_PAGE = "verification.md"
 INCLUDE = re.compile(r'--8<--\s+"code/([\w-]+)/([\w-]+)\.(cu|py)(?::[\w-]+)?"')
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
 ANNOTATION = re.compile(r"^\d+\.\s")
-FIELD = re.compile(r"\[\[rec:([\w-]+/[\w-]+):([\w.]+)(?:\|([^\]]+))?\]\]")
+FIELD = re.compile(r"\[\[rec:([\w-]+/[\w-]+):((?:bench\[[^\]|]+\]\.)?[\w.]+)(?:\|([^\]]+))?\]\]")
+BENCH_FIELD = re.compile(r"bench\[([^\]|]+)\]\.(\w+)$")
 OUTPUT = re.compile(r"^([ \t]*)<!-- cudabook:output ([\w-]+/[\w-]+) (\S+) -->$", re.M)
 
 
@@ -217,10 +220,12 @@ def add_badges(markdown: str, page) -> str:
     return "\n".join(out)
 
 
-def _values(rec: record.Record) -> dict:
-    """The named values [[rec:<listing>:<name>]] can show (besides facts.<key>)."""
+def _values(rec: record.Record, b=None) -> dict:
+    """The named values [[rec:<listing>:<name>]] can show (besides facts.<key>).
+    The benchmark fields (rate, time, ...) are those of `b`, else of the
+    record's first benchmark."""
     env = rec.environment
-    b = rec.benchmarks[0] if rec.benchmarks else None
+    b = b or (rec.benchmarks[0] if rec.benchmarks else None)
     base = b.baseline if b else None
     worst = rec.worst_ratio
     return {
@@ -263,6 +268,15 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
                 v = format(v, spec)
             else:
                 v = f"{v:,.0f}" if isinstance(v, float) else f"{v:,}"
+    elif m := BENCH_FIELD.match(name):
+        named = [b for b in rec.benchmarks if b.name == m.group(1)]
+        if not named:
+            _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]]: {listing_id}'s record has "
+                     f"no benchmark named {m.group(1)!r} (it has: "
+                     f"{', '.join(repr(b.name) for b in rec.benchmarks)})")
+            return "(unknown)"
+        values = _values(rec, named[0])
+        v = values.get(m.group(2), KeyError)
     else:
         values = _values(rec)
         v = values.get(name, KeyError) if name in values else KeyError
