@@ -267,3 +267,25 @@ def test_sanitizer_report_keeps_python_frames_only():
                      "=========         Host Frame: main in broken_oob.py:58",
                      "=========         ... 2 more host frame(s)",
                      "========= ERROR SUMMARY: 1 error"]
+
+
+def test_prose_can_cite_one_rung_of_a_ladder(caplog):
+    """[[rec:<listing>:bench[<name>].rate]] shows that benchmark's own figures,
+    and a name the record does not have is a build warning, not a guess."""
+    from types import SimpleNamespace
+
+    from cudabook import mkdocs_hooks as hooks
+
+    lid = "first_kernel/ex1_block_size"
+    rec = record.load(listings.find(lid))
+    assert len(rec.benchmarks) > 1, "the test needs a record with several benchmarks"
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="chapters/x/index.md"))
+    last = rec.benchmarks[-1]
+    m = hooks.FIELD.search(f"[[rec:{lid}:bench[{last.name}].rate]]")
+    assert m and m.group(2) == f"bench[{last.name}].rate"
+    assert hooks.field(lid, m.group(2), page) == record.rate_text(last.bytes_per_s)
+    assert hooks.field(lid, f"bench[{last.name}].fraction", page) == f"{100 * last.fraction_of_ceiling:.0f}%"
+    assert hooks.field(lid, "rate", page) == record.rate_text(rec.benchmarks[0].bytes_per_s)
+    with caplog.at_level("INFO"):
+        assert hooks.field(lid, "bench[no such rung].rate", page) == "(unknown)"
+    assert "no benchmark named 'no such rung'" in caplog.text
