@@ -8,8 +8,6 @@ Nsight Compute counted, and the ceilings the listings printed beside them.
 
 from cudabook import plots
 
-COPY_STYLE = {"color": "#c62828", "linestyle": "--", "linewidth": 1.4}
-
 
 def stride_chart(chapter: str) -> bytes | None:
     """strided_copy's stride sweep (offset 0). Above: useful GB/s of our
@@ -29,7 +27,7 @@ def stride_chart(chapter: str) -> bytes | None:
     fig, axes = plt.subplots(2 if counted else 1, 1, figsize=(7.5, 7.6 if counted else 4.6), sharex=True,
                              gridspec_kw={"height_ratios": [1.35, 1]} if counted else None, squeeze=False)
     top = axes[0][0]
-    top.axhline(copy, **COPY_STYLE, label=f"copy, same run ({copy:,.0f})")
+    top.axhline(copy, **plots.COPY_STYLE, label=f"copy, same run ({copy:,.0f})")
     top.plot(s, [r["predicted_fraction"] * copy for r in rows], "_", color="#444", markersize=22,
              markeredgewidth=2.2, label="ceiling from sectors touched")
     if counted:
@@ -79,7 +77,7 @@ def _bars(title: str, entries: list[dict], copy: float, xlabel: str):
     if ceilings:
         ax.plot([c for _, c in ceilings], [i for i, _ in ceilings], "|", color="#222", markersize=24,
                 markeredgewidth=2.4, label="ceiling the layout predicts")
-    ax.axvline(copy, **COPY_STYLE, label=f"copy bandwidth, same run ({copy:,.0f} GB/s)")
+    ax.axvline(copy, **plots.COPY_STYLE, label=f"copy bandwidth, same run ({copy:,.0f} GB/s)")
     for i, e in enumerate(entries):
         ax.text(max(e["gbs"], e.get("ceiling") or 0) + copy * 0.02, i, f"{e['gbs']:,.0f} ({100 * e['gbs'] / copy:.0f}%)", va="center",
                 fontsize=11, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})

@@ -46,7 +46,7 @@ def ladder_chart(chapter: str) -> bytes | None:
         for i, v in enumerate(values):
             ax.text(v + copy * 0.01, i, f"{v:,.0f} ({100 * v / copy:.0f}%)", va="center",
                     bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
-        ax.axvline(copy, color="#c62828", linestyle="--", linewidth=1.5, label=f"copy of 1 GiB ({copy:,.0f} GB/s)")
+        ax.axvline(copy, **plots.COPY_STYLE, label=f"copy of 1 GiB ({copy:,.0f} GB/s)")
         ax.axvline(0.85 * copy, color="#c62828", linestyle=":", linewidth=1.5, label="target: 85% of copy")
         if torch is not None:
             ax.axvline(3 * torch, color="#6a1b9a", linestyle="-.", linewidth=1.5,
