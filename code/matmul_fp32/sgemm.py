@@ -24,7 +24,9 @@ Checks: every rung against a float64 NumPy product, element by element,
 Bench:  at 4096 x 4096 x 4096 and 4097 x 3001 x 1023: ms, TFLOP/s
         (2 M N K flops) and share of cuBLAS SGEMM fp32 (torch.matmul with
         TF32 off, so it too rounds in FP32), timed in the same run on the
-        same data. Target: the best rung >= 80% of cuBLAS at 4096^3
+        same data, and share of the FP32 peak: the rate of chapter 10's
+        FMA chains (roofline/peak_flops.py's kernel), timed in the same
+        run. Target: the best rung >= 80% of cuBLAS at 4096^3
         (printed as met or MISSED; a slow run is a finding, not a failure).
         The naive and coalesced rungs take seconds per run at 4096^3: they
         are timed with the smallest budget (3 runs after 3 to estimate).
@@ -160,10 +162,11 @@ def check_shape(kernels, m: int, n: int, k: int, rng) -> None:
               gpuarray.to_gpu(b))
 
 
-def bench_shape(kernels, m: int, n: int, k: int, seed: int, budget_ms: float) -> dict:
+def bench_shape(kernels, m: int, n: int, k: int, seed: int, budget_ms: float,
+                peak: float) -> dict:
     """Check, then time, every rung and cuBLAS at one shape, and print the
-    table. Returns the facts for the record: ms, TFLOP/s and share of
-    cuBLAS per rung (the share is cuBLAS's time over the rung's)."""
+    table. Returns the facts for the record: ms, TFLOP/s, share of cuBLAS
+    (cuBLAS's time over the rung's) and share of `peak` (FLOP/s) per rung."""
     from pycuda import gpuarray
 
     a, b = random_pair(m, n, k, np.random.default_rng(seed))
@@ -191,26 +194,29 @@ def bench_shape(kernels, m: int, n: int, k: int, seed: int, budget_ms: float) ->
                          min_reps=3)
         else:
             t = cb.bench(fn, working_set_bytes=working_set, budget_ms=budget_ms)
-        rows[short(name)] = {"ms": t.median_ms, "flops": flops / (t.median_ms * 1e-3),
+        rate = flops / (t.median_ms * 1e-3)
+        rows[short(name)] = {"ms": t.median_ms, "flops": rate,
                              "of_cublas": base / t.median_ms if base else None,
-                             "reps": t.reps}
+                             "of_peak": rate / peak, "reps": t.reps}
     print(f"{m} x {n} x {k}: {flops / 1e9:,.1f} GFLOP per product")
-    print(f"{'rung':16s} {'ms':>10s} {'TFLOP/s':>9s} {'% of cuBLAS':>12s}")
+    print(f"{'rung':16s} {'ms':>10s} {'TFLOP/s':>9s} {'% of cuBLAS':>12s} {'% of FMA peak':>14s}")
     for rung, r in rows.items():
         share = f"{100 * r['of_cublas']:11.1f}%" if base else f"{'-':>12s}"
-        print(f"{rung:16s} {r['ms']:10.3f} {r['flops'] / 1e12:9.2f} {share}")
+        print(f"{rung:16s} {r['ms']:10.3f} {r['flops'] / 1e12:9.2f} {share} {100 * r['of_peak']:13.1f}%")
     shape = f"{m}x{n}x{k}"
     facts = {f"{shape}_rows": [{"rung": rung, **r} for rung, r in rows.items()]}
     for rung, r in rows.items():              # flat keys, for [[rec:...:facts.<key>]]
         facts[f"{rung}_{shape}_ms"] = r["ms"]
         facts[f"{rung}_{shape}_tflops"] = r["flops"] / 1e12
+        facts[f"{rung}_{shape}_of_peak"] = r["of_peak"]
         if base:
             facts[f"{rung}_{shape}_of_cublas"] = r["of_cublas"]
     if base:
         rate = flops / (base * 1e-3)
-        print(f"{'cuBLAS':16s} {base:10.3f} {rate / 1e12:9.2f} {100.0:11.1f}%")
+        print(f"{'cuBLAS':16s} {base:10.3f} {rate / 1e12:9.2f} {100.0:11.1f}% {100 * rate / peak:13.1f}%")
         print(f"  cuBLAS: {BASELINE}")
-        facts.update({f"cublas_{shape}_ms": base, f"cublas_{shape}_tflops": rate / 1e12})
+        facts.update({f"cublas_{shape}_ms": base, f"cublas_{shape}_tflops": rate / 1e12,
+                      f"cublas_{shape}_of_peak": rate / peak})
     best = max(rows, key=lambda r: rows[r]["flops"])
     facts[f"best_{shape}"] = best
     if base and (m, n, k) == TARGET_SHAPE:
@@ -230,10 +236,14 @@ def main(argv=None) -> int:
     for m, n, k in SANITIZER_SHAPES if os.environ.get("CUDABOOK_SANITIZER") else SHAPES:
         check_shape(kernels, m, n, k, rng)
     if args.bench:
+        from roofline.intensity_sweep import fp32_roof
+
         print(f"{gpu.name}: {gpu.sm_count} SMs")
-        facts = {"baseline": BASELINE}
+        peak = fp32_roof(gpu)
+        print(f"FP32 peak (chapter 10's FMA chains, this run): {peak / 1e12:.1f} TFLOP/s")
+        facts = {"baseline": BASELINE, "fma_peak_tflops": peak / 1e12}
         for m, n, k in BENCH_SHAPES:
-            facts.update(bench_shape(kernels, m, n, k, args.seed, args.budget_ms))
+            facts.update(bench_shape(kernels, m, n, k, args.seed, args.budget_ms, peak))
         cb.report_facts(**facts)
     return cb.finish()
 
