@@ -22,7 +22,8 @@
 //   mma               inline PTX mma.sync m16n8k16 fed by ldmatrix from an
 //                     XOR-swizzled shared layout; 4 warps, each 64 x 64
 //   mma_pipelined     cp.async into 3 shared stages: the loads of slice
-//                     k+2 fly while slice k is computed
+//                     k+2 fly while slice k is computed; the host launches
+//                     a version without the fallback loads where it can
 // (wgmma and TMA, Hopper's own path, are a later listing.)
 
 #include <cuda_bf16.h>
@@ -406,27 +407,34 @@ __device__ __forceinline__ void copy_chunk(bf16* dst, const bf16* __restrict__ X
 // t+2 into the stage slice t-1 used, then computes slice t. Loads no longer
 // wait in registers, and two slices of loads overlap each slice of mma.
 // Shared memory: 3 x (8 KB of A + 8 KB of B) = 48 KB, the static maximum.
-extern "C" __global__ void __launch_bounds__(128)
-tc_mma_pipelined(const bf16* __restrict__ A, const bf16* __restrict__ B, float* __restrict__ C,
-                 int M, int N, int K)
+// ALIGNED is decided once, on the host (K and N multiples of 8): the main
+// loop of the aligned version holds only cp.async, with no fallback path
+// to keep registers and instructions for.
+template <bool ALIGNED>
+__device__ __forceinline__ void mma_pipelined(const bf16* __restrict__ A, const bf16* __restrict__ B,
+                                              float* __restrict__ C, int M, int N, int K)
 {
     __shared__ __align__(128) bf16 As[STAGES][BM * BK];
     __shared__ __align__(128) bf16 Bs[STAGES][BK * BN];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int bm = blockIdx.y * BM, bn = blockIdx.x * BN;
     const int wm = (warp / 2) * 64, wn = (warp % 2) * 64;
-    const bool a_aligned = (K % 8) == 0, b_aligned = (N % 8) == 0;
     const int slices = (K + BK - 1) / BK;
 
+    auto load_chunks = [&](int stage, int k0, int p) {
+        const int idx = tid + 128 * p;
+        const int ar = idx / 4, ac = idx % 4;
+        copy_chunk(&As[stage][a_off(ar, ac)], A, bm + ar, k0 + 8 * ac, M, K, ALIGNED);
+        const int br = idx / 16, bc = idx % 16;
+        copy_chunk(&Bs[stage][b_off(br, bc)], B, k0 + br, bn + 8 * bc, K, N, ALIGNED);
+    };
     auto load_slice = [&](int stage, int t) {
-        const int k0 = t * BK;
+        if constexpr (ALIGNED) {
 #pragma unroll
-        for (int p = 0; p < 4; ++p) {
-            const int idx = tid + 128 * p;
-            const int ar = idx / 4, ac = idx % 4;
-            copy_chunk(&As[stage][a_off(ar, ac)], A, bm + ar, k0 + 8 * ac, M, K, a_aligned);
-            const int br = idx / 16, bc = idx % 16;
-            copy_chunk(&Bs[stage][b_off(br, bc)], B, k0 + br, bn + 8 * bc, K, N, b_aligned);
+            for (int p = 0; p < 4; ++p) load_chunks(stage, t * BK, p);
+        } else {                                       // one chunk at a time: fewer registers
+#pragma unroll 1
+            for (int p = 0; p < 4; ++p) load_chunks(stage, t * BK, p);
         }
     };
 
@@ -453,5 +461,21 @@ tc_mma_pipelined(const bf16* __restrict__ A, const bf16* __restrict__ B, float* 
     }
     cp_async_wait<0>();                                // no copy may outlive the block
     mma_store(acc, C, bm + wm, bn + wn, M, N, lane);
+}
+
+// Rows of A and B start on 16-byte boundaries (K % 8 == 0, N % 8 == 0).
+extern "C" __global__ void __launch_bounds__(128)
+tc_mma_pipelined(const bf16* __restrict__ A, const bf16* __restrict__ B, float* __restrict__ C,
+                 int M, int N, int K)
+{
+    mma_pipelined<true>(A, B, C, M, N, K);
+}
+
+// Any K and N: loads through registers, element by element.
+extern "C" __global__ void __launch_bounds__(128)
+tc_mma_pipelined_unaligned(const bf16* __restrict__ A, const bf16* __restrict__ B,
+                           float* __restrict__ C, int M, int N, int K)
+{
+    mma_pipelined<false>(A, B, C, M, N, K);
 }
 // --8<-- [end:mma_pipelined]

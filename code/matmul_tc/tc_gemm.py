@@ -6,7 +6,9 @@ accumulated in fp32. wmma: nvcuda::wmma 16x16x16 fragments, a warp per
 128 x 128 x 32 block tile staged in shared memory, 8 warps of 64 x 32.
 mma: inline PTX mma.sync m16n8k16 fed by ldmatrix from an XOR-swizzled
 shared layout, 4 warps of 64 x 64. mma_pipelined: the same with cp.async
-into 3 shared stages. Every rung takes any M, N, K >= 1 (see tc_gemm.cu);
+into 3 shared stages, in two versions: tc_mma_pipelined where K and N are
+multiples of 8, tc_mma_pipelined_unaligned elsewhere (the launch picks).
+Every rung takes any M, N, K >= 1 (see tc_gemm.cu);
 where K (or N) is not a multiple of 8, the rows of A (or B) are not
 16-byte aligned and that operand is loaded one element at a time.
 
@@ -16,8 +18,8 @@ np.uint16 bit patterns, rounded from float32 to nearest, ties to even.
 Run:    python code/matmul_tc/tc_gemm.py [--seed S] [--bench]
 Checks: every rung, element by element, at M x N x K = 1x1x1, 16x16x16,
         33x31x32, 33x31x17, 130x257x100, 1024x1024x1024 and
-        4097x3001x1024 (under compute-sanitizer only 1x1x1, 33x31x17 and
-        130x257x100), and under --bench at each benchmark shape, against
+        4097x3001x1024 (under compute-sanitizer only 1x1x1, 33x31x17,
+        130x257x100 and 130x136x104, the last with K and N multiples of 8), and under --bench at each benchmark shape, against
         the float64 product of the bf16-rounded inputs (each product of two
         bf16 values is exact in float64 and in fp32). Bound: each element
         of C is a dot product of length K accumulated in fp32, at most one
@@ -66,7 +68,7 @@ SHAPES = [(1, 1, 1), (16, 16, 16), (33, 31, 32), (33, 31, 17), (130, 257, 100),
 #: Under compute-sanitizer (which runs kernels tens to hundreds of times
 #: slower), only shapes small enough to finish, that still have partial tiles
 #: in every dimension.
-SANITIZER_SHAPES = [(1, 1, 1), (33, 31, 17), (130, 257, 100)]
+SANITIZER_SHAPES = [(1, 1, 1), (33, 31, 17), (130, 257, 100), (130, 136, 104)]
 BENCH_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096)]
 ROUNDING_SHAPES = {(1024, 1024, 1024), (4096, 4096, 4096)}    # where input_rounding_facts runs
 TARGET_SHAPE, TARGET = (8192, 8192, 8192), 0.50
@@ -100,9 +102,13 @@ def bound_k(k_dim: int) -> float:
     return 2 * k_dim / (1 - 2 * k_dim * U) + 1
 
 
+#: Launched instead of tc_mma_pipelined where K or N is not a multiple of 8.
+UNALIGNED = "tc_mma_pipelined_unaligned"
+
+
 def load_kernels() -> dict:
     module = cb.compile(KERNEL_FILE)
-    return {name: module.get_function(name).prepare("PPPiii") for name in RUNGS}
+    return {name: module.get_function(name).prepare("PPPiii") for name in (*RUNGS, UNALIGNED)}
 
 
 def _overlaps(x, y) -> bool:
@@ -138,8 +144,11 @@ def tc_gemm(kernels, name: str, a, b, c) -> None:
                          f"the {MAX_GRID_Y:,} a grid allows for {name}")
     if grid[0] > MAX_GRID_X:                        # unreachable below MAX_DIM; kept honest
         raise ValueError(f"{name}: {grid[0]:,} blocks in x, more than {MAX_GRID_X:,}")
-    kernels[name].prepared_call(grid, block, a.gpudata, b.gpudata, c.gpudata,
-                                np.int32(m), np.int32(n), np.int32(k))
+    kernel = kernels[name]
+    if name == "tc_mma_pipelined" and (k % 8 or n % 8):   # rows not 16-byte aligned
+        kernel = kernels[UNALIGNED]
+    kernel.prepared_call(grid, block, a.gpudata, b.gpudata, c.gpudata,
+                         np.int32(m), np.int32(n), np.int32(k))
 # --8<-- [end:launch]
 
 
