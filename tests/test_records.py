@@ -289,3 +289,24 @@ def test_prose_can_cite_one_rung_of_a_ladder(caplog):
     with caplog.at_level("INFO"):
         assert hooks.field(lid, "bench[no such rung].rate", page) == "(unknown)"
     assert "no benchmark named 'no such rung'" in caplog.text
+
+
+def test_prose_can_say_whether_a_target_was_met():
+    """A yes/no fact such as target_met reads "met" or "missed" with |met,
+    from the record, so a sentence about a target follows its record."""
+    from types import SimpleNamespace
+
+    from cudabook import mkdocs_hooks as hooks
+
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="chapters/x/index.md"))
+    seen = set()
+    for lst in listings.discover():
+        rec = record.load(lst)
+        met = rec.facts().get("target_met") if rec else None
+        if isinstance(met, bool):
+            m = hooks.FIELD.search(f"[[rec:{lst.id}:facts.target_met|met]]")
+            assert m, "the |met spec must parse"
+            assert hooks.field(lst.id, "facts.target_met", page, "met") == ("met" if met else "missed")
+            seen.add(met)
+    assert seen == {True, False}, "the test needs records with a target met and one missed"
+

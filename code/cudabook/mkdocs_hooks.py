@@ -15,7 +15,8 @@
   chapters/<chapter>/<name>.svg.
 - `[[rec:<chapter>/<name>:<field>]]` in prose is replaced by a value from
   the record (see `field`), so no measured number is ever typed by hand;
-  `[[rec:...:facts.<key>|%]]`, `|billion` or `|.2f` formats a number;
+  `[[rec:...:facts.<key>|%]]`, `|billion` or `|.2f` formats a number,
+  `|met` a yes/no fact as "met" or "missed" (e.g. facts.target_met);
   `[[rec:<chapter>/<name>:bench[<benchmark name>].rate]]` (or `.time`,
   `.fraction`, `.baseline_ratio`, ...) picks one benchmark of a ladder.
 - `<!-- cudabook:output <chapter>/<name> <run> -->` is replaced by the text
@@ -259,7 +260,9 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
         _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]] comes from a record that is {state}")
     if name.startswith("facts."):
         v = rec.facts().get(name[6:])
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if isinstance(v, bool) and spec == "met":
+            v = "met" if v else "missed"
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
             if spec == "%":
                 v = f"{100 * v:.0f}%"
             elif spec == "billion":

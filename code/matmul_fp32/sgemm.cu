@@ -102,7 +102,7 @@ extern "C" __global__ void sgemm_smem(const float* __restrict__ A,
 #define BK1 8
 #define TM1 8            // elements of C per thread, down one column
 
-// --8<-- [start:1d]
+// --8<-- [start:blocking_1d]
 // Rung 4: in rung 3 every FMA needs two shared loads. Here each thread
 // computes TM1 = 8 elements of one column of C: one value of B, kept in a
 // register, serves 8 FMAs, so a k step costs 9 shared loads for 8 FMAs
@@ -145,7 +145,7 @@ sgemm_1d(const float* __restrict__ A, const float* __restrict__ B,
         }
     }
 }
-// --8<-- [end:1d]
+// --8<-- [end:blocking_1d]
 
 // The 128 x 128 rungs: BK = 8, 256 threads, an 8 x 8 tile of C per thread.
 #define BM 128
@@ -155,7 +155,7 @@ sgemm_1d(const float* __restrict__ A, const float* __restrict__ B,
 #define TN 8
 #define NT 256           // threads per block = BM * BN / (TM * TN)
 
-// --8<-- [start:2d]
+// --8<-- [start:blocking_2d]
 // Rung 5: 2-D register blocking. Each thread computes an 8 x 8 tile of C
 // as a sum of outer products: per k it loads 8 values of A's column and 8
 // of B's row into registers, then does 64 FMAs with them: 16 shared loads
@@ -212,7 +212,7 @@ sgemm_2d(const float* __restrict__ A, const float* __restrict__ B,
         }
     }
 }
-// --8<-- [end:2d]
+// --8<-- [end:blocking_2d]
 
 // --8<-- [start:helpers]
 // Helpers of the float4 rungs. A float4 load needs a 16-byte aligned

@@ -1,0 +1,86 @@
+"""Charts of the chapter "Tensor cores", drawn from its GPU records at build
+time (see code/cudabook/plots.py)."""
+
+from cudabook import listings, plots, record
+
+SHAPES = ("8192", "4096")        # tc_gemm's benchmark shapes, M = N = K
+LABELS = {"tc_wmma": "1  wmma", "tc_wmma_smem": "2  wmma_smem", "tc_mma": "3  mma",
+          "tc_mma_pipelined": "4  mma_pipelined"}
+#: Chapter 11's best FP32 rung, timed at 4096^3 in its own run.
+FP32_LISTING, FP32_RUNG, FP32_SHAPE = "matmul_fp32/sgemm", "double_buffer", "4096x4096x4096"
+
+
+def _fp32() -> dict | None:
+    """The FP32 best rung's TFLOP/s at 4096^3 and the FMA chains' rate of
+    the same run, from chapter 11's record, or None without one."""
+    rec = record.load(listings.find(FP32_LISTING))
+    f = rec.facts() if rec else {}
+    rate = f.get(f"{FP32_RUNG}_{FP32_SHAPE}_tflops")
+    if rate is None:
+        return None
+    return {"rung": rate, "peak": f.get("fma_peak_tflops"), "gpu": rec.gpu}
+
+
+def ladder_chart(chapter: str) -> bytes | None:
+    """TFLOP/s of each rung at 8192^3 and 4096^3, beside cuBLAS bf16
+    (torch.matmul) of the same run and the target line (half of cuBLAS, at
+    8192^3); for scale, chapter 11's best FP32 rung and its FMA roof (another
+    run) at 4096^3."""
+    found = plots.find_facts(chapter, "8192_rows", "tc_gemm")
+    if found is None:
+        return plots.pending(chapter, "tc_gemm")
+    lst, rec, f = found
+    fp32 = _fp32()
+    plt = plots.pyplot()
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 8.2), sharex=True)
+    top = max(f.get(f"cublas_{s}_tflops") or 0 for s in SHAPES)
+    for ax, shape in zip(axes, SHAPES):
+        rows = f.get(f"{shape}_rows") or []
+        cublas = f.get(f"cublas_{shape}_tflops")
+        best = f.get(f"best_{shape}")
+        labels, values, colours, same_run = [], [], [], []
+        for r in rows:
+            labels.append(LABELS.get(r["rung"], r["rung"]))
+            values.append(r["flops"] / 1e12)
+            colours.append(plots.COLOURS[0] if r["rung"] == best else plots.COLOURS[1])
+            same_run.append(True)
+        if cublas:
+            labels.append("cuBLAS bf16\n(torch.matmul)")
+            values.append(cublas)
+            colours.append("#616161")
+            same_run.append(True)
+        if fp32 and shape == "4096":
+            labels.append("best FP32 rung\n(ch. 11, other run)")
+            values.append(fp32["rung"])
+            colours.append(plots.COLOURS[2])
+            same_run.append(False)          # no share of a cuBLAS timed in another run
+        y = list(range(len(values)))
+        ax.barh(y, values, height=0.65, color=colours)
+        for i, (v, same) in enumerate(zip(values, same_run)):
+            share = f" ({100 * v / cublas:.0f}%)" if cublas and same else ""
+            ax.text(v + top * 0.01, i, f"{v:,.0f}{share}", va="center",
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
+        if cublas and shape == "8192":          # the target is set at 8192^3 only
+            target = f.get("target", 0.5)
+            ax.axvline(target * cublas, color="#c62828", linestyle=":", linewidth=1.6,
+                       label=f"target: {100 * target:.0f}% of cuBLAS bf16 at 8192³")
+        if fp32 and fp32.get("peak") and shape == "4096":
+            ax.axvline(fp32["peak"], color="#ef6c00", linestyle="--", linewidth=1.5,
+                       label=f"FP32 FMA roof ({fp32['peak']:.0f} TFLOP/s, ch. 11's run)")
+        ax.set_yticks(y, labels)
+        ax.invert_yaxis()
+        ax.set_title(f"{shape} × {shape} × {shape}, bf16 in, fp32 out")
+    axes[-1].set_xlim(0, top * 1.25)
+    axes[-1].set_xlabel("TFLOP/s (2·M·N·K FLOPs per second); in brackets, share of cuBLAS bf16")
+    fig.suptitle(plots.title(lst, rec, "tensor-core ladder"), fontsize=12)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    handles, names = [], []
+    for ax in axes:
+        h, n = ax.get_legend_handles_labels()
+        handles += h
+        names += n
+    fig.legend(handles, names, loc="lower center", ncols=1, fontsize=11, frameon=False)
+    return plots.svg(fig)
+
+
+CHARTS = {"ladder.svg": ladder_chart}
