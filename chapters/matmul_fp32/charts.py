@@ -34,20 +34,14 @@ def ladder_chart(chapter: str) -> bytes | None:
             labels.append("cuBLAS")
             values.append(cublas)
             colours.append("#9e9e9e")
-        y = range(len(values))
-        ax.barh(list(y), values, height=0.68, color=colours)
-        for i, v in enumerate(values):
-            text = f"{v:.1f}"
-            if cublas and labels[i] != "cuBLAS":
-                text += f" ({100 * v / cublas:.1f}%)"
-            ax.text(v + peak * 0.012, i, text, va="center", fontsize=11,
-                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
+        texts = [f"{v:.1f}" + (f" ({100 * v / cublas:.1f}%)" if cublas and label != "cuBLAS" else "")
+                 for label, v in zip(labels, values)]
+        plots.labelled_bars(ax, labels, values, colours, texts, gap=peak * 0.012, height=0.68,
+                            fontsize=11)
         if cublas is not None:
             ax.axvline(target * cublas, color="#6a1b9a", linestyle=":", linewidth=1.8,
                        label=f"{100 * target:.0f}% of cuBLAS (the target, set at 4096³)")
         ax.axvline(peak, **plots.COPY_STYLE, label=f"FP32 FMA chains, same run ({peak:.1f} TFLOP/s)")
-        ax.set_yticks(list(y), labels)
-        ax.invert_yaxis()
         m, n, k = shape.split("x")
         ax.set_title(f"M × N × K = {m} × {n} × {k}")
     axes[-1].set_xlim(0, peak * 1.22)

@@ -1,24 +1,24 @@
 """Charts of the chapter "Tensor cores", drawn from its GPU records at build
 time (see code/cudabook/plots.py)."""
 
-from cudabook import listings, plots, record
+from cudabook import plots
 
 SHAPES = ("8192", "4096")        # tc_gemm's benchmark shapes, M = N = K
 LABELS = {"tc_wmma": "1  wmma", "tc_wmma_smem": "2  wmma_smem", "tc_mma": "3  mma",
           "tc_mma_pipelined": "4  mma_pipelined"}
 #: Chapter 11's best FP32 rung, timed at 4096^3 in its own run.
-FP32_LISTING, FP32_RUNG, FP32_SHAPE = "matmul_fp32/sgemm", "double_buffer", "4096x4096x4096"
+FP32_CHAPTER, FP32_LISTING = "matmul_fp32", "sgemm"
+FP32_RATE = "double_buffer_4096x4096x4096_tflops"
 
 
 def _fp32() -> dict | None:
     """The FP32 best rung's TFLOP/s at 4096^3 and the FMA chains' rate of
     the same run, from chapter 11's record, or None without one."""
-    rec = record.load(listings.find(FP32_LISTING))
-    f = rec.facts() if rec else {}
-    rate = f.get(f"{FP32_RUNG}_{FP32_SHAPE}_tflops")
-    if rate is None:
+    found = plots.find_facts(FP32_CHAPTER, FP32_RATE, FP32_LISTING)
+    if found is None:
         return None
-    return {"rung": rate, "peak": f.get("fma_peak_tflops"), "gpu": rec.gpu}
+    _, rec, f = found
+    return {"rung": f[FP32_RATE], "peak": f.get("fma_peak_tflops"), "gpu": rec.gpu}
 
 
 def ladder_chart(chapter: str) -> bytes | None:
@@ -54,12 +54,9 @@ def ladder_chart(chapter: str) -> bytes | None:
             values.append(fp32["rung"])
             colours.append(plots.COLOURS[2])
             same_run.append(False)          # no share of a cuBLAS timed in another run
-        y = list(range(len(values)))
-        ax.barh(y, values, height=0.65, color=colours)
-        for i, (v, same) in enumerate(zip(values, same_run)):
-            share = f" ({100 * v / cublas:.0f}%)" if cublas and same else ""
-            ax.text(v + top * 0.01, i, f"{v:,.0f}{share}", va="center",
-                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
+        texts = [f"{v:,.0f}" + (f" ({100 * v / cublas:.0f}%)" if cublas and same else "")
+                 for v, same in zip(values, same_run)]
+        plots.labelled_bars(ax, labels, values, colours, texts, gap=top * 0.01, height=0.65)
         if cublas and shape == "8192":          # the target is set at 8192^3 only
             target = f.get("target", 0.5)
             ax.axvline(target * cublas, color="#c62828", linestyle=":", linewidth=1.6,
@@ -67,8 +64,6 @@ def ladder_chart(chapter: str) -> bytes | None:
         if fp32 and fp32.get("peak") and shape == "4096":
             ax.axvline(fp32["peak"], color="#ef6c00", linestyle="--", linewidth=1.5,
                        label=f"FP32 FMA roof ({fp32['peak']:.0f} TFLOP/s, ch. 11's run)")
-        ax.set_yticks(y, labels)
-        ax.invert_yaxis()
         ax.set_title(f"{shape} × {shape} × {shape}, bf16 in, fp32 out")
     axes[-1].set_xlim(0, top * 1.25)
     axes[-1].set_xlabel("TFLOP/s (2·M·N·K FLOPs per second); in brackets, share of cuBLAS bf16")

@@ -41,18 +41,14 @@ def ladder_chart(chapter: str) -> bytes | None:
             labels.append("memcpy,\nsame bytes")
             values.append(same.bytes_per_s / 1e9)
             colours.append("#616161")
-        y = range(len(values))
-        ax.barh(list(y), values, height=0.65, color=colours)
-        for i, v in enumerate(values):
-            ax.text(v + copy * 0.01, i, f"{v:,.0f} ({100 * v / copy:.0f}%)", va="center",
-                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
+        plots.labelled_bars(ax, labels, values, colours,
+                            [f"{v:,.0f} ({100 * v / copy:.0f}%)" for v in values],
+                            gap=copy * 0.01, height=0.65)
         ax.axvline(copy, **plots.COPY_STYLE, label=f"copy of 1 GiB ({copy:,.0f} GB/s)")
         ax.axvline(0.85 * copy, color="#c62828", linestyle=":", linewidth=1.5, label="target: 85% of copy")
         if torch is not None:
             ax.axvline(3 * torch, color="#6a1b9a", linestyle="-.", linewidth=1.5,
                        label="target: 3 × x.t().contiguous()")
-        ax.set_yticks(list(y), labels)
-        ax.invert_yaxis()
         ax.set_title(f"{shape.replace('x', ' × ')} floats")
     axes[-1].set_xlim(0, copy * 1.3)
     axes[-1].set_xlabel("GB/s (bytes read + written per second)")

@@ -58,6 +58,24 @@ def plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(FuncFormatter(lambda v, p: ""))
 
 
+#: The white box behind a label written over a chart's lines.
+LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1}
+
+
+def labelled_bars(ax, labels, values, colours, texts, *, gap: float, height: float,
+                  fontsize: float | None = None) -> None:
+    """Horizontal bars, first at the top, each with its text just past its
+    end (`gap` further, in data units) on a white box: the ladder charts'
+    layout."""
+    y = list(range(len(values)))
+    ax.barh(y, values, height=height, color=colours)
+    extra = {} if fontsize is None else {"fontsize": fontsize}
+    for i, (v, text) in enumerate(zip(values, texts)):
+        ax.text(v + gap, i, text, va="center", bbox=LABEL_BOX, **extra)
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+
+
 def svg(fig) -> bytes:
     import matplotlib.pyplot as plt
 
