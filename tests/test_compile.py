@@ -63,7 +63,7 @@ def test_compiles_without_spills(listing, arch, nvcc, tmp_path):
     kernels = parse_ptxas(r.stdout + r.stderr)
     assert kernels, f"no ptxas report for {listing.cu}:\n{r.stderr}"
     bounds = r'(?:__launch_bounds__\([^)]*\)\s+)?'
-    declared = re.findall(r'extern "C"\s+__global__\s+' + bounds + r'void\s+' + bounds + r'(\w+)',
+    declared = re.findall(r'extern "C"\s+__global__\s+' + bounds + r'void\s+' + bounds + r'(\w+)\s*\(',
                           listing.cu.read_text())
     assert set(declared) <= set(kernels), f"ptxas did not report {set(declared) - set(kernels)}"
     if "cudabook: allow-spills" in listing.cu.read_text():

@@ -1,0 +1,54 @@
+"""Charts of the chapter "Softmax and layer normalisation", drawn from its
+GPU records at build time (see code/cudabook/plots.py)."""
+
+from cudabook import plots
+
+DTYPES = {"f32": "float32", "bf16": "bf16"}
+SOFTMAX = (("safe", "softmax_safe (3 reads)", 1), ("online", "softmax_online (2 reads)", 2),
+           ("block", "softmax_block (1 read)", 0), ("torch", "torch.softmax", None))
+
+
+def _colour(i):
+    return plots.COLOURS[i] if i is not None else "#616161"
+
+
+def kernels_chart(chapter: str) -> bytes | None:
+    """Share of the copy bandwidth (the row read once and written once) of
+    each softmax kernel and torch.softmax, and of the LayerNorm forward and
+    F.layer_norm, in float32 and bf16, at 32768 x 4096."""
+    sm = plots.find_facts(chapter, "block_f32_of_copy", "softmax")
+    ln = plots.find_facts(chapter, "fwd_f32_of_copy", "layernorm")
+    if sm is None or ln is None:
+        return plots.pending(chapter, "softmax" if sm is None else "layernorm")
+    (lst, rec, f), (_, lrec, g) = sm, ln
+    plt = plots.pyplot()
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 7.4), gridspec_kw={"height_ratios": [8, 4]})
+    labels, values, colours = [], [], []
+    for dt, dname in DTYPES.items():
+        for key, label, c in SOFTMAX:
+            v = f.get(f"{key}_{dt}_of_copy")
+            if v is not None:
+                labels.append(f"{label}, {dname}")
+                values.append(100 * v)
+                colours.append(_colour(c))
+    plots.labelled_bars(axes[0], labels, values, colours, [f"{v:.0f}%" for v in values], gap=1, height=0.65)
+    axes[0].set_title(f"softmax: {rec.gpu}, {rec.date[:10]}")
+    labels, values, colours = [], [], []
+    for dt, dname in DTYPES.items():
+        for key, label, c in ((f"fwd_{dt}", "book's forward", 0), (f"torch_fwd_{dt}", "F.layer_norm", None)):
+            v = g.get(f"{key}_of_copy")
+            if v is not None:
+                labels.append(f"{label}, {dname}")
+                values.append(100 * v)
+                colours.append(_colour(c))
+    plots.labelled_bars(axes[1], labels, values, colours, [f"{v:.0f}%" for v in values], gap=1, height=0.65)
+    axes[1].set_title(f"LayerNorm forward: {lrec.gpu}, {lrec.date[:10]}")
+    for ax in axes:
+        ax.set_xlim(0, 115)
+        ax.axvline(100, **plots.COPY_STYLE)
+    axes[1].set_xlabel("% of the copy bandwidth of the same run (row read once, written once), 32768 × 4096")
+    fig.tight_layout()
+    return plots.svg(fig)
+
+
+CHARTS = {"kernels.svg": kernels_chart}

@@ -1,0 +1,353 @@
+"""Layer normalisation: Welford statistics forward, and the backward pass a trainer needs.
+
+Each row of x (rows, cols) is shifted by its mean and scaled by 1 /
+sqrt(var + eps), then by gamma, plus beta (one per column). The forward
+kernel reads the row once, keeps it in registers (a warp per row up to 1024
+elements, a block per row up to 8192: 256 threads for float32, 128 for
+bf16, 16 bytes of each 1024 elements a thread), gathers the row's mean and
+variance as Welford's statistics (count, mean, sum of squared deviations):
+each thread's from the values in its registers, then merged across
+threads by Chan's formula, and writes y, the mean and rstd. The backward kernel (float32)
+turns dy into dx, and into dgamma and dbeta: each block adds up its rows'
+share, and a second kernel adds the blocks' shares in a fixed order.
+
+Run:    python code/softmax_norm/layernorm.py [--seed S] [--bench]
+Checks: forward (float32 and bf16) and backward (float32), every element,
+        at rows x cols = 1x1, 3x7, 5x32, 33x768, 7x1024, 64x1025, 9x4096 and
+        3x8192 (under compute-sanitizer 1x1, 3x7, 5x33 and 2x1030), and the
+        forward under --bench at the benchmark shape, against float64; the
+        backward also against torch.autograd of torch's layer_norm in float64.
+        Bound, forward: u (|y| + h |gamma| rstd (|x - mean| + max |x|) +
+        |beta|): every rounded quantity behind y is at most that big, and
+        h counts the roundings on the longest path (4 per element of the
+        thread's own statistics, 8 per level of the merge, 10 for the rest);
+        bf16 adds one rounding of y (u_bf16 = 2^-8). Backward, with xhat =
+        (x - mean) rstd and g = dy gamma: dx within (h + 10) u rstd (|g| +
+        (1 + |xhat|) mean|g| (1 + max|xhat|)); dgamma within (c + h + 2) u
+        sum |dy| (1 + |xhat|) and dbeta within (c + 1) u sum |dy|, c the
+        longest chain of additions over rows (rows per block + blocks).
+Bench:  at 32768 x 4096, float32 then bf16: the forward's time and GB/s (x
+        read, y written, the row statistics ignored) against the copy
+        bandwidth and torch.nn.functional.layer_norm on the same data; the
+        float32 backward against torch's own backward kernel
+        (torch.ops.aten.native_layer_norm_backward) given the same saved
+        mean and rstd, counting dy and x read and dx written.
+        Target: the forward >= 1.1x F.layer_norm in both dtypes (printed as
+        met or MISSED).
+"""
+
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
+import cudabook as cb  # noqa: E402
+from matmul_tc.tc_gemm import from_bf16, to_bf16  # noqa: E402
+
+KERNEL_FILE = Path(__file__).with_suffix(".cu")
+THREADS, BWD_THREADS = 256, 512             # the .cu's THREADS and BWD_THREADS
+ROUND = 1024                                # elements a block-per-row kernel holds per 16 bytes a thread
+WARP_ROW_MAX, BLOCK_ROW_MAX = 1024, 8192
+ROW_MAX = {"warp": WARP_ROW_MAX, "block": BLOCK_ROW_MAX}
+DTYPES = {"f32": np.float32, "bf16": np.uint16}     # bf16 as its bit patterns
+VEC = {"f32": 4, "bf16": 8}
+EPS = 1e-5
+SHAPES = [(1, 1), (3, 7), (5, 32), (33, 768), (7, 1024), (64, 1025), (9, 4096), (3, 8192)]
+SANITIZER_SHAPES = [(1, 1), (3, 7), (5, 33), (2, 1030)]
+BENCH_SHAPE = (32_768, 4096)
+TARGET = 1.1
+BASELINE = "F.layer_norm"
+U_FP32, U_BF16 = 2.0**-24, 2.0**-8
+MAX_ELEMENTS = 2**31 - 1
+
+
+def group(kind: str, dt: str) -> int:
+    """Threads that share a row: a warp, or a block of ROUND / (elements in
+    16 bytes) threads (the .cu's row_threads: 256 for float32, 128 for bf16)."""
+    return 32 if kind == "warp" else ROUND // VEC[dt]
+
+
+def load_kernels() -> dict:
+    module = cb.compile(KERNEL_FILE)
+    out = {(kind, dt, c): module.get_function(f"layernorm_fwd_{kind}{c}_{dt}").prepare("PPPPPPiifi")
+           for kind in ("warp", "block") for dt in DTYPES for c in (1, 2, 4, 8)
+           if c * VEC[dt] * group(kind, dt) <= ROW_MAX[kind]}
+    out["bwd"] = module.get_function("layernorm_bwd_f32").prepare("PPPPPPPPiii")
+    out["column_sum"] = module.get_function("column_sum_f32").prepare("PPii")
+    return out
+
+
+def _dtype_key(arr) -> str:
+    dt = {np.dtype(v): k for k, v in DTYPES.items()}.get(np.dtype(arr.dtype))
+    if dt is None:
+        raise TypeError(f"x: expected float32 or bfloat16 bit patterns (uint16), got {arr.dtype}")
+    return dt
+
+
+def _rows_cols(x) -> tuple[int, int]:
+    cb.check_array("x", x, ndim=2, on_device=True)
+    rows = cb.check_size("x.shape[0] (rows)", x.shape[0])
+    cols = cb.check_size("x.shape[1] (cols)", x.shape[1], high=BLOCK_ROW_MAX)
+    cb.check_size("x.size", x.size, high=MAX_ELEMENTS)
+    return rows, cols
+
+
+def _vec(cols: int, width: int, *arrays) -> int:
+    return int(cols % width == 0 and all(int(a.gpudata) % 16 == 0 for a in arrays))
+
+
+# --8<-- [start:launch]
+def layernorm(kernels, x, gamma, beta, y, mean, rstd, eps: float = EPS) -> None:
+    """y = layer_norm(x) * gamma + beta over each row; mean and rstd (float32,
+    one per row) kept for the backward pass. x, y: (rows, cols) float32 or
+    bf16 bit patterns (np.uint16), cols <= 8192; gamma, beta: (cols,) of
+    x's dtype."""
+    rows, cols = _rows_cols(x)
+    dt = _dtype_key(x)
+    cb.check_array("gamma", gamma, dtype=x.dtype, shape=(cols,), on_device=True)
+    cb.check_array("beta", beta, dtype=x.dtype, shape=(cols,), on_device=True)
+    cb.check_array("y", y, dtype=x.dtype, shape=(rows, cols), on_device=True)
+    cb.check_array("mean", mean, dtype=np.float32, shape=(rows,), on_device=True)
+    cb.check_array("rstd", rstd, dtype=np.float32, shape=(rows,), on_device=True)
+    if not eps > 0:
+        raise ValueError(f"eps: expected a positive number, got {eps}")
+    kind = "warp" if cols <= WARP_ROW_MAX else "block"
+    blocks = cb.ceil_div(rows, THREADS // 32) if kind == "warp" else rows
+    need = cb.ceil_div(cols, VEC[dt] * group(kind, dt))
+    chunks = 1 << (need - 1).bit_length()          # the smallest size that holds the row
+    threads = THREADS if kind == "warp" else group(kind, dt)
+    kernels[kind, dt, chunks].prepared_call(
+        (blocks, 1, 1), (threads, 1, 1), x.gpudata, gamma.gpudata, beta.gpudata, y.gpudata,
+        mean.gpudata, rstd.gpudata, np.int32(rows), np.int32(cols), np.float32(eps),
+        np.int32(_vec(cols, VEC[dt], x, gamma, beta, y)))
+
+
+def bwd_blocks(rows: int, sm_count: int) -> int:
+    """Backward blocks: one per SM (a 512-thread block of 124 registers a
+    thread fills one), never more than there are rows."""
+    return min(rows, sm_count)
+
+
+def layernorm_backward(kernels, dy, x, gamma, mean, rstd, dx, dgamma, dbeta, partials) -> None:
+    """dx, dgamma, dbeta from dy and the forward's x, gamma, mean, rstd,
+    all float32. partials: float32 (2, blocks, cols) scratch, blocks from
+    bwd_blocks()."""
+    rows, cols = _rows_cols(x)
+    for name, arr in (("dy", dy), ("x", x), ("dx", dx)):
+        cb.check_array(name, arr, dtype=np.float32, shape=(rows, cols), on_device=True)
+    for name, arr in (("gamma", gamma), ("dgamma", dgamma), ("dbeta", dbeta)):
+        cb.check_array(name, arr, dtype=np.float32, shape=(cols,), on_device=True)
+    for name, arr in (("mean", mean), ("rstd", rstd)):
+        cb.check_array(name, arr, dtype=np.float32, shape=(rows,), on_device=True)
+    cb.check_array("partials", partials, dtype=np.float32, ndim=3, on_device=True)
+    blocks = partials.shape[1]
+    if partials.shape != (2, blocks, cols) or not 1 <= blocks <= rows:
+        raise ValueError(f"partials: expected shape (2, blocks, {cols}) with 1 <= blocks <= {rows}, "
+                         f"got {tuple(partials.shape)}")
+    part_g, part_b = int(partials.gpudata), int(partials.gpudata) + 4 * blocks * cols
+    vec = _vec(cols, 4, dy, x, gamma, dx) and (4 * blocks * cols) % 16 == 0 and int(partials.gpudata) % 16 == 0
+    kernels["bwd"].prepared_call((blocks, 1, 1), (BWD_THREADS, 1, 1), dy.gpudata, x.gpudata,
+                                 gamma.gpudata, mean.gpudata, rstd.gpudata, dx.gpudata, part_g, part_b,
+                                 np.int32(rows), np.int32(cols), np.int32(vec))
+    grid = (cb.ceil_div(cols, 256), 1, 1)
+    for part, out in ((part_g, dgamma), (part_b, dbeta)):
+        kernels["column_sum"].prepared_call(grid, (256, 1, 1), part, out.gpudata,
+                                            np.int32(blocks), np.int32(cols))
+# --8<-- [end:launch]
+
+
+def forward_reference(x64, g64, b64):
+    mean = x64.mean(axis=1, keepdims=True)
+    rstd = 1.0 / np.sqrt(((x64 - mean) ** 2).mean(axis=1, keepdims=True) + EPS)
+    return (x64 - mean) * rstd * g64 + b64, mean, rstd
+
+
+def backward_reference(dy, x64, g64, mean, rstd):
+    """Closed form, float64: dx, dgamma, dbeta, and xhat."""
+    xhat = (x64 - mean) * rstd
+    g = dy * g64
+    dx = rstd * (g - g.mean(axis=1, keepdims=True) - xhat * (g * xhat).mean(axis=1, keepdims=True))
+    return dx, (dy * xhat).sum(axis=0), dy.sum(axis=0), xhat
+
+
+def autograd_reference(x64, g64, b64, dy):
+    """torch.autograd of F.layer_norm in float64 on the CPU, or None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    tx, tg, tb = (torch.from_numpy(a).requires_grad_() for a in (x64, g64, b64))
+    out = torch.nn.functional.layer_norm(tx, (x64.shape[1],), tg, tb, EPS)
+    out.backward(torch.from_numpy(dy))
+    return tx.grad.numpy(), tg.grad.numpy(), tb.grad.numpy()
+
+
+def group_size(cols: int, dt: str) -> int:
+    return 32 if cols <= WARP_ROW_MAX else group("block", dt)
+
+
+def check_forward(name, y, mean, rstd, x64, g64, b64, dt) -> None:
+    ref, m_ref, r_ref = forward_reference(x64, g64, b64)
+    cols = x64.shape[1]
+    threads = group_size(cols, dt)
+    h = 4 * math.ceil(cols / threads) + 8 * int(math.log2(threads)) + 10
+    scale = h * np.abs(g64) * r_ref * (np.abs(x64 - m_ref) + np.abs(x64).max(axis=1, keepdims=True)) \
+        + np.abs(b64)
+    if dt == "f32":
+        cb.report_check(cb.compare(name, y, ref, k=1, scale=scale))
+    else:
+        cb.report_check(cb.compare(name, from_bf16(y), ref, k=U_BF16 / U_FP32 + 1, scale=scale / (U_BF16 / U_FP32 + 1)))
+    cb.report_check(cb.compare(f"{name} mean", mean, m_ref.ravel(), k=h,
+                               scale=np.abs(x64).max(axis=1)))
+    cb.report_check(cb.compare(f"{name} rstd", rstd, r_ref.ravel(), k=h + 4))
+
+
+def inputs(rows, cols, dt, rng):
+    """x ~ 1 + 2 N(0, 1) (a mean to remove), gamma ~ 1 + N(0, 0.1^2),
+    beta ~ N(0, 0.1^2): host arrays in the kernel's dtype, and float64 values."""
+    x = 1 + 2 * rng.standard_normal((rows, cols), dtype=np.float32)
+    g = 1 + 0.1 * rng.standard_normal(cols, dtype=np.float32)
+    b = 0.1 * rng.standard_normal(cols, dtype=np.float32)
+    if dt == "bf16":
+        host = [to_bf16(a) for a in (x, g, b)]
+        return host, [from_bf16(a).astype(np.float64) for a in host]
+    return [x, g, b], [a.astype(np.float64) for a in (x, g, b)]
+
+
+def check_shape(kernels, rows, cols, rng, sm_count) -> None:
+    from pycuda import gpuarray
+
+    for dt in DTYPES:
+        (x, g, b), (x64, g64, b64) = inputs(rows, cols, dt, rng)
+        xg, gg, bg = gpuarray.to_gpu(x), gpuarray.to_gpu(g), gpuarray.to_gpu(b)
+        y, mean, rstd = gpuarray.empty_like(xg), gpuarray.empty(rows, np.float32), gpuarray.empty(rows, np.float32)
+        for a in (y, mean, rstd):
+            cb.poison(a)
+        layernorm(kernels, xg, gg, bg, y, mean, rstd)
+        check_forward(f"forward {dt} {rows}x{cols}", y.get(), mean.get(), rstd.get(), x64, g64, b64, dt)
+        if dt == "f32":
+            check_backward(kernels, xg, gg, mean, rstd, x64, g64, b64, rng, sm_count)
+
+
+def check_backward(kernels, xg, gg, mean, rstd, x64, g64, b64, rng, sm_count) -> None:
+    from pycuda import gpuarray
+
+    rows, cols = x64.shape
+    dy = rng.standard_normal((rows, cols), dtype=np.float32)
+    blocks = bwd_blocks(rows, sm_count)
+    dx, dgamma, dbeta = gpuarray.empty_like(xg), gpuarray.empty(cols, np.float32), gpuarray.empty(cols, np.float32)
+    partials = gpuarray.empty((2, blocks, cols), np.float32)
+    for a in (dx, dgamma, dbeta, partials):
+        cb.poison(a)
+    layernorm_backward(kernels, gpuarray.to_gpu(dy), xg, gg, mean, rstd, dx, dgamma, dbeta, partials)
+    dy64 = dy.astype(np.float64)
+    _, m64, r64 = forward_reference(x64, g64, b64)
+    ref_dx, ref_dg, ref_db, xhat = backward_reference(dy64, x64, g64, m64, r64)
+    h = 4 * math.ceil(cols / BWD_THREADS) + 8 * int(math.log2(BWD_THREADS)) + 10
+    chain = math.ceil(rows / blocks) + blocks
+    gabs = np.abs(dy64 * g64)
+    big = gabs.mean(axis=1, keepdims=True) * (1 + np.abs(xhat).max(axis=1, keepdims=True))
+    dx_scale = r64 * (gabs + (1 + np.abs(xhat)) * big)
+    dg_scale = (np.abs(dy64) * (1 + np.abs(xhat))).sum(axis=0)
+    db_scale = np.abs(dy64).sum(axis=0)
+    tag = f"{rows}x{cols}"
+    got = (dx.get(), dgamma.get(), dbeta.get())
+    refs = {"float64": (ref_dx, ref_dg, ref_db)}
+    auto = autograd_reference(x64, g64, b64, dy64)
+    if auto is not None:
+        refs["torch.autograd float64"] = auto
+    for label, (rdx, rdg, rdb) in refs.items():
+        cb.report_check(cb.compare(f"backward dx {tag} vs {label}", got[0], rdx, k=h + 10, scale=dx_scale))
+        cb.report_check(cb.compare(f"backward dgamma {tag} vs {label}", got[1], rdg, k=chain + h + 2,
+                                   scale=dg_scale))
+        cb.report_check(cb.compare(f"backward dbeta {tag} vs {label}", got[2], rdb, k=chain + 1,
+                                   scale=db_scale))
+
+
+def bench(kernels, seed: int, sm_count: int) -> dict:
+    from pycuda import gpuarray
+
+    rows, cols = BENCH_SHAPE
+    facts = {}
+    torch = cb.torch_cuda()
+    for dt in DTYPES:
+        (x, g, b), (x64, g64, b64) = inputs(rows, cols, dt, np.random.default_rng(seed))
+        xg, gg, bg = gpuarray.to_gpu(x), gpuarray.to_gpu(g), gpuarray.to_gpu(b)
+        y, mean, rstd = gpuarray.empty_like(xg), gpuarray.empty(rows, np.float32), gpuarray.empty(rows, np.float32)
+        for a in (y, mean, rstd):
+            cb.poison(a)
+        layernorm(kernels, xg, gg, bg, y, mean, rstd)
+        check_forward(f"forward {dt} {rows}x{cols}", y.get(), mean.get(), rstd.get(), x64, g64, b64, dt)
+        del x64
+        base = None
+        if torch is not None:
+            def dev(a):
+                return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16) if dt == "bf16" \
+                    else torch.from_numpy(a).cuda()
+            tx, tg, tb = dev(x), dev(g), dev(b)
+            base = (BASELINE, lambda: torch.nn.functional.layer_norm(tx, (cols,), tg, tb, EPS))
+        print(f"{rows} x {cols} {dt}, forward:")
+        fb = cb.benchmark(f"layernorm forward {dt}", lambda: layernorm(kernels, xg, gg, bg, y, mean, rstd),
+                          bytes_moved=2 * x.nbytes, baseline=base, targets={"baseline": TARGET})
+        facts[f"fwd_{dt}_ms"] = fb.timing.median_ms
+        facts[f"fwd_{dt}_of_copy"] = fb.fraction_of_ceiling
+        if fb.baseline is not None:
+            facts[f"torch_fwd_{dt}_ms"] = fb.baseline.timing.median_ms
+            facts[f"torch_fwd_{dt}_of_copy"] = fb.baseline.bytes_per_s / fb.ceiling_bytes_per_s
+            facts[f"fwd_{dt}_over_torch"] = fb.baseline.ratio
+            facts[f"fwd_{dt}_target_met"] = bool(fb.targets.met["baseline"])
+        if dt == "f32":
+            facts.update(bench_backward(kernels, xg, gg, mean, rstd, x, g, seed, sm_count, torch))
+    return facts
+
+
+def bench_backward(kernels, xg, gg, mean, rstd, x, g, seed, sm_count, torch) -> dict:
+    from pycuda import gpuarray
+
+    rows, cols = x.shape
+    dy = np.random.default_rng(seed + 1).standard_normal((rows, cols), dtype=np.float32)
+    dyg = gpuarray.to_gpu(dy)
+    blocks = bwd_blocks(rows, sm_count)
+    dx, dgamma, dbeta = gpuarray.empty_like(xg), gpuarray.empty(cols, np.float32), gpuarray.empty(cols, np.float32)
+    partials = gpuarray.empty((2, blocks, cols), np.float32)
+    base = None
+    if torch is not None:
+        tdy, tx, tg = (torch.from_numpy(a).cuda() for a in (dy, x, g))
+        tmean = torch.as_tensor(mean.get()).cuda().view(rows, 1)
+        trstd = torch.as_tensor(rstd.get()).cuda().view(rows, 1)
+        base = ("torch layer_norm backward",
+                lambda: torch.ops.aten.native_layer_norm_backward(tdy, tx, [cols], tmean, trstd, tg, tg,
+                                                                  [True, True, True]))
+    print(f"{rows} x {cols} f32, backward ({blocks} blocks):")
+    bb = cb.benchmark("layernorm backward f32",
+                      lambda: layernorm_backward(kernels, dyg, xg, gg, mean, rstd, dx, dgamma, dbeta, partials),
+                      bytes_moved=3 * x.nbytes, baseline=base)
+    facts = {"bwd_f32_ms": bb.timing.median_ms, "bwd_f32_of_copy": bb.fraction_of_ceiling}
+    if bb.baseline is not None:
+        facts.update(torch_bwd_f32_ms=bb.baseline.timing.median_ms, bwd_f32_over_torch=bb.baseline.ratio)
+    return facts
+
+
+def main(argv=None) -> int:
+    args = cb.parse_args(argv, __doc__, bench_n=0)
+    gpu = cb.init()
+    kernels = load_kernels()
+    rng = np.random.default_rng(args.seed)
+    for rows, cols in SANITIZER_SHAPES if os.environ.get("CUDABOOK_SANITIZER") else SHAPES:
+        check_shape(kernels, rows, cols, rng, gpu.sm_count)
+    facts = {}
+    if args.bench:
+        facts.update(baseline=BASELINE)
+        facts.update(bench(kernels, args.seed, gpu.sm_count))
+        met = all(facts.get(f"fwd_{dt}_target_met", False) for dt in DTYPES)
+        facts.update(target=TARGET, target_met=met)
+        print(f"target: forward >= {TARGET}x {BASELINE} in float32 and bf16: {'met' if met else 'MISSED'}")
+    cb.report_facts(**facts)
+    return cb.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(cb.run(main))

@@ -1,0 +1,241 @@
+"""Softmax over rows, four ways: three passes, online, a warp per row, a block per row.
+
+Each row of x (rows, cols) becomes exp(x - max) / sum(exp(x - max)), in
+float32 or in bfloat16 (stored as bf16, computed in float32). The kernels
+differ in how often they read the row from memory: softmax_safe three
+times (maximum, sum, output), softmax_online twice (Milakov and
+Gimelshein's one-pass maximum and sum, then the output), softmax_warp and
+softmax_block once, holding the row in registers (a warp per row up to
+1024 elements, a block per row up to 8192: 256 threads for float32, 128
+for bf16, so a thread holds 16 bytes of each 1024 elements). softmax() picks
+by row length: warp, then block, then online for longer rows.
+
+Run:    python code/softmax_norm/softmax.py [--seed S] [--bench]
+Checks: every kernel that can take the shape, float32 and bf16, every
+        element, at rows x cols = 1x1, 3x7, 5x32, 33x1000, 7x1024,
+        64x1025, 9x4096, 3x8192, 2x8193 and 2x20000 (under compute-sanitizer
+        1x1, 3x7, 5x33 and 2x1030), and under --bench at each benchmark
+        shape, against float64 softmax of the same (bf16-rounded) inputs.
+        Bound for y_j, relative to y_j: 1 rounding of x_j - m, carried by
+        exp as |x_j - m| roundings; 2 for expf; for the row's sum, h (the
+        longest chain of additions or rescalings behind it: 3 per element a
+        thread folds in, 2 per level of the warp or block reduction) plus
+        the exps' own argument roundings, a weighted mean of |x_k - m|, and
+        for the online kernel the rescalings' (the running maximum climbs
+        at most the row's range): 3 max_k |x_k - m| in all; 2 for the
+        reciprocal and the product. For bf16 output, one bf16 rounding
+        (u_bf16 = 2^-8) of y_j on top.
+Bench:  at 32768 x 4096 (float32, then bf16): each kernel's time and GB/s
+        (the row read once and written once: 2 x 4 or 2 x 2 bytes per
+        element) against the copy bandwidth and torch.softmax(x, dim=-1) on
+        the same data. Target: softmax() >= 1.3x torch.softmax in both
+        dtypes (printed as met or MISSED).
+"""
+
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
+import cudabook as cb  # noqa: E402
+from matmul_tc.tc_gemm import from_bf16, to_bf16  # noqa: E402
+
+KERNEL_FILE = Path(__file__).with_suffix(".cu")
+THREADS = 256                               # the .cu's THREADS: a block per row
+ROUND = 1024                                # elements a block-per-row kernel holds per 16 bytes a thread
+WARP_ROW_MAX, BLOCK_ROW_MAX = 1024, 8192    # the longest rows the register kernels hold
+ROW_MAX = {"warp": WARP_ROW_MAX, "block": BLOCK_ROW_MAX}
+KINDS = ("safe", "online", "warp", "block")
+DTYPES = {"f32": np.float32, "bf16": np.uint16}     # bf16 as its bit patterns
+VEC = {"f32": 4, "bf16": 8}                 # elements in 16 bytes
+SHAPES = [(1, 1), (3, 7), (5, 32), (33, 1000), (7, 1024), (64, 1025), (9, 4096), (3, 8192),
+          (2, 8193), (2, 20_000)]
+SANITIZER_SHAPES = [(1, 1), (3, 7), (5, 33), (2, 1030)]
+BENCH_SHAPE = (32_768, 4096)
+TARGET = 1.3
+BASELINE = "torch.softmax"
+U_FP32, U_BF16 = 2.0**-24, 2.0**-8
+MAX_ELEMENTS = 2**31 - 1
+
+
+def group(kind: str, dt: str) -> int:
+    """Threads that share a row: a warp, or a block of ROUND / (elements in
+    16 bytes) threads (the .cu's row_threads: 256 for float32, 128 for bf16)."""
+    return 32 if kind == "warp" else ROUND // VEC[dt]
+
+
+def load_kernels() -> dict:
+    """{(kind, dtype, chunks): kernel}; chunks is 0 for safe and online."""
+    module = cb.compile(KERNEL_FILE)
+    out = {}
+    for dt in DTYPES:
+        for kind in KINDS:
+            for chunks in (1, 2, 4, 8) if kind in ("warp", "block") else (0,):
+                if chunks * VEC[dt] * group(kind, dt) <= ROW_MAX.get(kind, 0) \
+                        or chunks == 0:
+                    name = f"softmax_{kind}{chunks or ''}_{dt}"
+                    out[kind, dt, chunks] = module.get_function(name).prepare("PPiii")
+    return out
+
+
+def chunks_for(kind: str, dt: str, cols: int) -> int:
+    """16-byte pieces a thread of a register kernel holds: the smallest
+    power of two that holds the row (0 for the kernels that loop)."""
+    if kind not in ROW_MAX:
+        return 0
+    need = cb.ceil_div(cols, VEC[dt] * group(kind, dt))
+    return 1 << (need - 1).bit_length()
+
+
+def fits(kind: str, cols: int) -> bool:
+    return {"warp": cols <= WARP_ROW_MAX, "block": cols <= BLOCK_ROW_MAX}.get(kind, True)
+
+
+# --8<-- [start:launch]
+def pick(cols: int) -> str:
+    """The kernel for rows of `cols` elements: a warp per row while a warp's
+    registers hold the row, then a block, then the two-pass online kernel."""
+    return "warp" if cols <= WARP_ROW_MAX else "block" if cols <= BLOCK_ROW_MAX else "online"
+
+
+def softmax(kernels, x, y, kind: str | None = None) -> None:
+    """y = softmax of each row of x. x, y: (rows, cols) GPUArrays, float32 or
+    bf16 bit patterns (np.uint16), the same dtype. kind: one of KINDS, or
+    None to pick by row length."""
+    cb.check_array("x", x, ndim=2, on_device=True)
+    dt = {np.dtype(v): k for k, v in DTYPES.items()}.get(np.dtype(x.dtype))
+    if dt is None:
+        raise TypeError(f"x: expected float32 or bfloat16 bit patterns (uint16), got {x.dtype}")
+    rows = cb.check_size("x.shape[0] (rows)", x.shape[0])
+    cols = cb.check_size("x.shape[1] (cols)", x.shape[1])
+    cb.check_size("x.size", x.size, high=MAX_ELEMENTS)
+    cb.check_array("y", y, dtype=x.dtype, shape=(rows, cols), on_device=True)
+    kind = pick(cols) if kind is None else kind
+    if kind not in KINDS:
+        raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
+    if not fits(kind, cols):
+        raise ValueError(f"x: softmax_{kind} holds rows of at most "
+                         f"{WARP_ROW_MAX if kind == 'warp' else BLOCK_ROW_MAX} elements, got {cols}")
+    vec = cols % VEC[dt] == 0 and int(x.gpudata) % 16 == 0 and int(y.gpudata) % 16 == 0
+    blocks = cb.ceil_div(rows, THREADS // 32) if kind == "warp" else rows
+    threads = group(kind, dt) if kind == "block" else THREADS
+    kernels[kind, dt, chunks_for(kind, dt, cols)].prepared_call((blocks, 1, 1), (threads, 1, 1), x.gpudata, y.gpudata,
+                                    np.int32(rows), np.int32(cols), np.int32(vec))
+# --8<-- [end:launch]
+
+
+def reference(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def chain(kind: str, cols: int, dt: str) -> int:
+    """h: the longest chain of roundings behind a row's sum."""
+    threads = 32 if kind == "warp" else group(kind, dt) if kind == "block" else THREADS
+    per_thread = math.ceil(cols / threads)
+    return 3 * per_thread + 2 * int(math.log2(threads))
+
+
+def check(name: str, y, x64: np.ndarray, ref: np.ndarray, kind: str, dt: str) -> None:
+    """Every element, relative to itself (see the docstring's bound)."""
+    cols = x64.shape[1]
+    dist = np.abs(x64 - x64.max(axis=1, keepdims=True))
+    rel = dist + 3 * dist.max(axis=1, keepdims=True) + chain(kind, cols, dt) + 4
+    if dt == "f32":
+        result = cb.compare(name, y, ref, k=1, scale=ref * rel)
+    else:                                   # compare in float32 units: k u = u_bf16
+        result = cb.compare(name, from_bf16(y), ref, k=U_BF16 / U_FP32, scale=ref * rel * U_FP32 / U_BF16)
+    cb.report_check(result)
+
+
+def inputs(rows: int, cols: int, dt: str, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Logits ~ 3 N(0, 1): the host array in the kernel's dtype, and its
+    float64 values."""
+    x = 3 * rng.standard_normal((rows, cols), dtype=np.float32)
+    if dt == "bf16":
+        x16 = to_bf16(x)
+        return x16, from_bf16(x16).astype(np.float64)
+    return x, x.astype(np.float64)
+
+
+def check_shape(kernels, rows: int, cols: int, rng) -> None:
+    from pycuda import gpuarray
+
+    for dt in DTYPES:
+        x, x64 = inputs(rows, cols, dt, rng)
+        ref = reference(x64)
+        xg = gpuarray.to_gpu(x)
+        yg = gpuarray.empty_like(xg)
+        for kind in KINDS:
+            if fits(kind, cols):
+                cb.poison(yg)
+                softmax(kernels, xg, yg, kind)
+                check(f"{kind} {dt} {rows}x{cols}", yg.get(), x64, ref, kind, dt)
+
+
+def bench_dtype(kernels, dt: str, seed: int) -> dict:
+    from pycuda import gpuarray
+
+    rows, cols = BENCH_SHAPE
+    x, x64 = inputs(rows, cols, dt, np.random.default_rng(seed))
+    ref = reference(x64)
+    xg = gpuarray.to_gpu(x)
+    yg = gpuarray.empty_like(xg)
+    kinds = [kind for kind in KINDS if fits(kind, cols)]
+    for kind in kinds:
+        cb.poison(yg)
+        softmax(kernels, xg, yg, kind)
+        check(f"{kind} {dt} {rows}x{cols}", yg.get(), x64, ref, kind, dt)
+    del ref, x64
+    base = None
+    torch = cb.torch_cuda()
+    if torch is not None:
+        tx = torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16) if dt == "bf16" \
+            else torch.from_numpy(x).cuda()
+        base = (BASELINE, lambda: torch.softmax(tx, dim=-1))
+    nbytes = 2 * x.nbytes                   # the row read once, written once
+    picked = pick(cols)
+    facts = {}
+    print(f"{rows} x {cols} {dt} ({x.nbytes / 2**20:,.0f} MiB in, as much out); softmax() picks {picked}")
+    for kind in kinds:
+        b = cb.benchmark(f"softmax_{kind} {dt}", lambda kind=kind: softmax(kernels, xg, yg, kind),
+                         bytes_moved=nbytes, baseline=base if kind == picked else None,
+                         targets={"baseline": TARGET} if kind == picked else None)
+        facts[f"{kind}_{dt}_ms"] = b.timing.median_ms
+        facts[f"{kind}_{dt}_of_copy"] = b.fraction_of_ceiling
+        if b.baseline is not None:
+            facts[f"torch_{dt}_ms"] = b.baseline.timing.median_ms
+            facts[f"torch_{dt}_of_copy"] = b.baseline.bytes_per_s / b.ceiling_bytes_per_s
+            facts[f"{dt}_over_torch"] = b.baseline.ratio
+            facts[f"{dt}_target_met"] = bool(b.targets.met["baseline"])
+    if base is not None:
+        for kind in kinds:
+            facts[f"{kind}_{dt}_over_torch"] = facts[f"torch_{dt}_ms"] / facts[f"{kind}_{dt}_ms"]
+    return facts
+
+
+def main(argv=None) -> int:
+    args = cb.parse_args(argv, __doc__, bench_n=0)
+    cb.init()
+    kernels = load_kernels()
+    rng = np.random.default_rng(args.seed)
+    for rows, cols in SANITIZER_SHAPES if os.environ.get("CUDABOOK_SANITIZER") else SHAPES:
+        check_shape(kernels, rows, cols, rng)
+    facts = {}
+    if args.bench:
+        facts.update(baseline=BASELINE, picked=pick(BENCH_SHAPE[1]))
+        for dt in DTYPES:
+            facts.update(bench_dtype(kernels, dt, args.seed))
+        met = all(facts.get(f"{dt}_target_met", False) for dt in DTYPES)
+        facts.update(target=TARGET, target_met=met)
+        print(f"target: softmax() >= {TARGET}x {BASELINE} in float32 and bf16: {'met' if met else 'MISSED'}")
+    cb.report_facts(**facts)
+    return cb.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(cb.run(main))
