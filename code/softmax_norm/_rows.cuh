@@ -45,30 +45,6 @@ __device__ __forceinline__ void load_vec(const T* __restrict__ p, int c, int col
 }
 // --8<-- [end:load]
 
-// The same 16 bytes, kept in their storage type: 4 registers whatever T is,
-// so a bf16 row held in registers costs half what it would as floats.
-// Columns past the row read as zero bits (+0.0 in both types).
-template <typename T>
-__device__ __forceinline__ uint4 load_raw(const T* __restrict__ p, int c, int cols, int vec)
-{
-    constexpr int N = Vec<T>::N;
-    if (vec && c + N <= cols) return *reinterpret_cast<const uint4*>(p + c);
-    uint4 raw = make_uint4(0u, 0u, 0u, 0u);
-    T* e = reinterpret_cast<T*>(&raw);
-#pragma unroll
-    for (int k = 0; k < N; ++k)
-        if (c + k < cols) e[k] = p[c + k];
-    return raw;
-}
-
-template <typename T>
-__device__ __forceinline__ void unpack(uint4 raw, float (&f)[Vec<T>::N])
-{
-    const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int k = 0; k < Vec<T>::N; ++k) f[k] = to_float(e[k]);
-}
-
 template <typename T>
 __device__ __forceinline__ void store_vec(T* __restrict__ p, int c, int cols, int vec,
                                           const float (&f)[Vec<T>::N])

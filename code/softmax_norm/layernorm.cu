@@ -4,9 +4,11 @@
 // storage, float32 arithmetic. The forward pass keeps each row's mean and
 // rstd (float32) for the backward pass.
 //
-//   layernorm_fwd_warp*  a warp per row, the row in registers (<= 1024)
-//   layernorm_fwd_block* a block per row (256 threads for float32, 128 for
-//                        bf16), the row in registers (<= 8192)
+//   layernorm_<stats>_warp*   a warp per row, the row in registers (<= 1024)
+//   layernorm_<stats>_block*  a block per row (256 threads for float32, 128
+//                             for bf16), the row in registers (<= 8192)
+//   (stats: twopass, the row's mean then its squared deviations; or
+//   welford, each thread's statistics merged by Chan's rule)
 //   layernorm_bwd_f32    dx, and each block's partial dgamma and dbeta
 //   column_sum_f32       adds the blocks' partials: dgamma, dbeta
 // Host program: layernorm.py.
@@ -36,9 +38,10 @@ __device__ __forceinline__ Welford welford_merge(Welford a, Welford b)
     return {n, a.mean + d * fb, a.m2 + b.m2 + d * d * a.n * fb};
 }
 
-// Every thread of the GROUP (a warp or the block) gets the group's statistics.
-template <int GROUP>
-__device__ __forceinline__ Welford group_welford(Welford w)
+// A warp's statistics, merged by a butterfly. Chan's merge is not symmetric
+// in floating point (merge(a, b) and merge(b, a) may differ in the last
+// bit), so the lanes can end a rounding apart: every lane takes lane 0's.
+__device__ __forceinline__ Welford warp_welford(Welford w)
 {
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) {
@@ -47,108 +50,128 @@ __device__ __forceinline__ Welford group_welford(Welford w)
                            __shfl_xor_sync(0xffffffffu, w.m2, offset)};
         w = welford_merge(w, o);
     }
+    return {__shfl_sync(0xffffffffu, w.n, 0), __shfl_sync(0xffffffffu, w.mean, 0),
+            __shfl_sync(0xffffffffu, w.m2, 0)};
+}
+
+// Every thread of the GROUP (a warp or the block) gets the group's statistics.
+template <int GROUP>
+__device__ __forceinline__ Welford group_welford(Welford w)
+{
+    w = warp_welford(w);
     if (GROUP == 32) return w;
     __shared__ Welford partial[32];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if (lane == 0) partial[warp] = w;
     __syncthreads();
-    w = lane < GROUP / 32 ? partial[lane] : Welford{0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-        const Welford o = {__shfl_xor_sync(0xffffffffu, w.n, offset),
-                           __shfl_xor_sync(0xffffffffu, w.mean, offset),
-                           __shfl_xor_sync(0xffffffffu, w.m2, offset)};
-        w = welford_merge(w, o);
-    }
-    __syncthreads();
+    w = warp_welford(lane < GROUP / 32 ? partial[lane] : Welford{0.0f, 0.0f, 0.0f});
+    __syncthreads();                                // partial may be written again
     return w;
 }
 // --8<-- [end:welford]
 
 // --8<-- [start:forward]
-template <typename T, int GROUP, int CHUNKS>
+// WELFORD: each thread's (count, mean, M2) from its registers, merged by
+// Chan's rule. Otherwise two plain sums: the row's mean first, then the
+// squared deviations from it, each thread's from its registers (the
+// two-pass form, with no second read of memory).
+template <typename T, int GROUP, int CHUNKS, bool WELFORD>
 __device__ void layernorm_row(const T* __restrict__ x, const T* __restrict__ gamma,
                               const T* __restrict__ beta, T* __restrict__ y,
                               float* __restrict__ mean_out, float* __restrict__ rstd_out,
                               int cols, float eps, int vec, int t)
 {
     constexpr int N = Vec<T>::N;
-    uint4 raw[CHUNKS];                              // the row, as stored (see load_raw)
+    float v[CHUNKS][N];
     float sum = 0.0f, count = 0.0f;
 #pragma unroll
     for (int i = 0; i < CHUNKS; ++i) {              // one read of the row
         const int c = (i * GROUP + t) * N;
-        raw[i] = load_raw(x, c, cols, vec);         // 0 past the row: adds nothing
-        float f[N];
-        unpack<T>(raw[i], f);
+        load_vec(x, c, cols, vec, 0.0f, v[i]);      // 0 past the row: adds nothing
 #pragma unroll
-        for (int k = 0; k < N; ++k) sum += f[k];
+        for (int k = 0; k < N; ++k) sum += v[i][k];
         count += (float)max(0, min(N, cols - c));
     }
-    // This thread's statistics, from the values in its registers: the mean,
-    // then the squared deviations from it (a second pass over registers,
-    // not over memory). Then Chan's merge across the group.
-    const float mean_t = count > 0.0f ? sum / count : 0.0f;
+    // The mean to take deviations from: this thread's own, or the row's.
+    const float centre = WELFORD ? (count > 0.0f ? sum / count : 0.0f)
+                                 : group_reduce<GROUP>(sum, Sum()) / cols;
     float m2 = 0.0f;
 #pragma unroll
-    for (int i = 0; i < CHUNKS; ++i) {
+    for (int i = 0; i < CHUNKS; ++i) {              // a second pass, over registers
         const int c = (i * GROUP + t) * N;
-        float f[N];
-        unpack<T>(raw[i], f);
 #pragma unroll
         for (int k = 0; k < N; ++k) {
-            const float d = (c + k < cols) ? f[k] - mean_t : 0.0f;
+            const float d = (c + k < cols) ? v[i][k] - centre : 0.0f;
             m2 += d * d;
         }
     }
-    const Welford w = group_welford<GROUP>(Welford{count, mean_t, m2});
-    const float rstd = rsqrtf(w.m2 / cols + eps);   // biased variance, as torch's layer_norm
+    float mean, var;
+    if (WELFORD) {
+        const Welford w = group_welford<GROUP>(Welford{count, centre, m2});
+        mean = w.mean;
+        var = w.m2 / cols;
+    } else {
+        mean = centre;
+        var = group_reduce<GROUP>(m2, Sum()) / cols;
+    }
+    const float rstd = rsqrtf(var + eps);           // biased variance, as torch's layer_norm
     if (t == 0) {
-        *mean_out = w.mean;
+        *mean_out = mean;
         *rstd_out = rstd;
     }
 #pragma unroll
     for (int i = 0; i < CHUNKS; ++i) {
         const int c = (i * GROUP + t) * N;
-        float f[N], g[N], b[N];
-        unpack<T>(raw[i], f);
+        float g[N], b[N];
         load_vec(gamma, c, cols, vec, 0.0f, g);     // gamma and beta: cached, shared by every row
         load_vec(beta, c, cols, vec, 0.0f, b);
 #pragma unroll
-        for (int k = 0; k < N; ++k) f[k] = (f[k] - w.mean) * rstd * g[k] + b[k];
-        store_vec(y, c, cols, vec, f);
+        for (int k = 0; k < N; ++k) v[i][k] = (v[i][k] - mean) * rstd * g[k] + b[k];
+        store_vec(y, c, cols, vec, v[i]);
     }
 }
 // --8<-- [end:forward]
 
 // Entry points, in several sizes: CHUNKS pieces of 16 bytes a thread, the
 // host picking the smallest that holds the row (as softmax.cu does).
-#define FWD_WARP(T, SUFFIX, CHUNKS)                                                               \
-    extern "C" __global__ void layernorm_fwd_warp##CHUNKS##_##SUFFIX(                             \
+#define FWD_WARP(T, SUFFIX, CHUNKS, STATS, WELFORD)                                               \
+    extern "C" __global__ void layernorm_##STATS##_warp##CHUNKS##_##SUFFIX(                       \
         const T* x, const T* gamma, const T* beta, T* y, float* mean, float* rstd,                \
         int rows, int cols, float eps, int vec)                                                   \
     {                                                                                             \
         const size_t row = (size_t)blockIdx.x * (THREADS / 32) + threadIdx.x / 32;                \
         if (row >= (size_t)rows) return;             /* the whole warp leaves together */         \
-        layernorm_row<T, 32, CHUNKS>(x + row * cols, gamma, beta, y + row * cols, mean + row,     \
-                                     rstd + row, cols, eps, vec, threadIdx.x % 32);               \
+        layernorm_row<T, 32, CHUNKS, WELFORD>(x + row * cols, gamma, beta, y + row * cols,        \
+                                              mean + row, rstd + row, cols, eps, vec,             \
+                                              threadIdx.x % 32);                                  \
     }
-#define FWD_BLOCK(T, SUFFIX, CHUNKS)                                                              \
-    extern "C" __global__ void layernorm_fwd_block##CHUNKS##_##SUFFIX(                            \
+#define FWD_BLOCK(T, SUFFIX, CHUNKS, STATS, WELFORD)                                              \
+    extern "C" __global__ void layernorm_##STATS##_block##CHUNKS##_##SUFFIX(                      \
         const T* x, const T* gamma, const T* beta, T* y, float* mean, float* rstd,                \
         int rows, int cols, float eps, int vec)                                                   \
     {                                                                                             \
         const size_t row = blockIdx.x;                                                            \
-        layernorm_row<T, row_threads<T>(), CHUNKS>(x + row * cols, gamma, beta, y + row * cols,   \
-                                                   mean + row, rstd + row, cols, eps, vec,        \
-                                                   threadIdx.x);                                  \
+        layernorm_row<T, row_threads<T>(), CHUNKS, WELFORD>(x + row * cols, gamma, beta,          \
+                                                            y + row * cols, mean + row,           \
+                                                            rstd + row, cols, eps, vec,           \
+                                                            threadIdx.x);                         \
     }
+#define FWD_ALL(STATS, WELFORD)                                                                   \
+    FWD_WARP(float, f32, 1, STATS, WELFORD) FWD_WARP(float, f32, 2, STATS, WELFORD)               \
+    FWD_WARP(float, f32, 4, STATS, WELFORD) FWD_WARP(float, f32, 8, STATS, WELFORD)               \
+    FWD_BLOCK(float, f32, 1, STATS, WELFORD) FWD_BLOCK(float, f32, 2, STATS, WELFORD)             \
+    FWD_BLOCK(float, f32, 4, STATS, WELFORD) FWD_BLOCK(float, f32, 8, STATS, WELFORD)             \
+    FWD_WARP(__nv_bfloat16, bf16, 1, STATS, WELFORD) FWD_WARP(__nv_bfloat16, bf16, 2, STATS, WELFORD) \
+    FWD_WARP(__nv_bfloat16, bf16, 4, STATS, WELFORD)                                              \
+    FWD_BLOCK(__nv_bfloat16, bf16, 1, STATS, WELFORD) FWD_BLOCK(__nv_bfloat16, bf16, 2, STATS, WELFORD) \
+    FWD_BLOCK(__nv_bfloat16, bf16, 4, STATS, WELFORD) FWD_BLOCK(__nv_bfloat16, bf16, 8, STATS, WELFORD)
 
-FWD_WARP(float, f32, 1) FWD_WARP(float, f32, 2) FWD_WARP(float, f32, 4) FWD_WARP(float, f32, 8)
-FWD_BLOCK(float, f32, 1) FWD_BLOCK(float, f32, 2) FWD_BLOCK(float, f32, 4) FWD_BLOCK(float, f32, 8)
-FWD_WARP(__nv_bfloat16, bf16, 1) FWD_WARP(__nv_bfloat16, bf16, 2) FWD_WARP(__nv_bfloat16, bf16, 4)
-FWD_BLOCK(__nv_bfloat16, bf16, 1) FWD_BLOCK(__nv_bfloat16, bf16, 2) FWD_BLOCK(__nv_bfloat16, bf16, 4)
-FWD_BLOCK(__nv_bfloat16, bf16, 8)
+// Entry points, in several sizes (CHUNKS pieces of 16 bytes a thread, the
+// host picking the smallest that holds the row, as softmax.cu does), with
+// each way of gathering the statistics: layernorm_twopass_* and
+// layernorm_welford_*.
+FWD_ALL(twopass, false)
+FWD_ALL(welford, true)
 
 // --8<-- [start:backward]
 // With xhat = (x - mean) * rstd and g = dy * gamma, for each row:

@@ -1,18 +1,23 @@
-"""Layer normalisation: Welford statistics forward, and the backward pass a trainer needs.
+"""Layer normalisation: a forward pass that reads each row once, and the backward pass.
 
 Each row of x (rows, cols) is shifted by its mean and scaled by 1 /
 sqrt(var + eps), then by gamma, plus beta (one per column). The forward
 kernel reads the row once, keeps it in registers (a warp per row up to 1024
 elements, a block per row up to 8192: 256 threads for float32, 128 for
 bf16, 16 bytes of each 1024 elements a thread), gathers the row's mean and
-variance as Welford's statistics (count, mean, sum of squared deviations):
-each thread's from the values in its registers, then merged across
-threads by Chan's formula, and writes y, the mean and rstd. The backward kernel (float32)
-turns dy into dx, and into dgamma and dbeta: each block adds up its rows'
-share, and a second kernel adds the blocks' shares in a fixed order.
+variance, and writes y, the mean and rstd. It gathers the statistics in
+one of two ways: "welford", each thread's count, mean and sum of squared
+deviations, merged across threads by Chan's rule (the parallel form of
+Welford's algorithm); or "twopass" (the default), the row's mean by one
+sum, then the squared deviations from it by a second, both over the
+values in registers, so the row is still read from memory once. The
+backward kernel (float32) turns dy into dx, and into dgamma and dbeta:
+each block adds up its rows' share, and a second kernel adds the blocks'
+shares in a fixed order.
 
 Run:    python code/softmax_norm/layernorm.py [--seed S] [--bench]
-Checks: forward (float32 and bf16) and backward (float32), every element,
+Checks: forward (float32 and bf16, both ways of gathering the statistics)
+        and backward (float32), every element,
         at rows x cols = 1x1, 3x7, 5x32, 33x768, 7x1024, 64x1025, 9x4096 and
         3x8192 (under compute-sanitizer 1x1, 3x7, 5x33 and 2x1030), and the
         forward under --bench at the benchmark shape, against float64; the
@@ -20,20 +25,21 @@ Checks: forward (float32 and bf16) and backward (float32), every element,
         Bound, forward: u (|y| + h |gamma| rstd (|x - mean| + max |x|) +
         |beta|): every rounded quantity behind y is at most that big, and
         h counts the roundings on the longest path (4 per element of the
-        thread's own statistics, 8 per level of the merge, 10 for the rest);
+        thread's own sums, 8 per level of a merge or a sum across threads,
+        10 for the rest);
         bf16 adds one rounding of y (u_bf16 = 2^-8). Backward, with xhat =
         (x - mean) rstd and g = dy gamma: dx within (h + 10) u rstd (|g| +
         (1 + |xhat|) mean|g| (1 + max|xhat|)); dgamma within (c + h + 2) u
         sum |dy| (1 + |xhat|) and dbeta within (c + 1) u sum |dy|, c the
         longest chain of additions over rows (rows per block + blocks).
 Bench:  at 32768 x 4096, float32 then bf16: the forward's time and GB/s (x
-        read, y written, the row statistics ignored) against the copy
-        bandwidth and torch.nn.functional.layer_norm on the same data; the
+        read, y written, the row statistics ignored), both ways, against the
+        copy bandwidth and torch.nn.functional.layer_norm on the same data; the
         float32 backward against torch's own backward kernel
         (torch.ops.aten.native_layer_norm_backward) given the same saved
         mean and rstd, counting dy and x read and dx written.
-        Target: the forward >= 1.1x F.layer_norm in both dtypes (printed as
-        met or MISSED).
+        Target: the (two-pass) forward >= 1.1x F.layer_norm in both dtypes
+        (printed as met or MISSED).
 """
 
 import math
@@ -55,6 +61,10 @@ ROW_MAX = {"warp": WARP_ROW_MAX, "block": BLOCK_ROW_MAX}
 DTYPES = {"f32": np.float32, "bf16": np.uint16}     # bf16 as its bit patterns
 VEC = {"f32": 4, "bf16": 8}
 EPS = 1e-5
+#: How the forward kernel gathers a row's statistics (layernorm.cu): the
+#: row's mean, then its squared deviations (two sums), or each thread's
+#: Welford statistics merged by Chan's rule.
+STATS = ("twopass", "welford")
 SHAPES = [(1, 1), (3, 7), (5, 32), (33, 768), (7, 1024), (64, 1025), (9, 4096), (3, 8192)]
 SANITIZER_SHAPES = [(1, 1), (3, 7), (5, 33), (2, 1030)]
 BENCH_SHAPE = (32_768, 4096)
@@ -72,8 +82,8 @@ def group(kind: str, dt: str) -> int:
 
 def load_kernels() -> dict:
     module = cb.compile(KERNEL_FILE)
-    out = {(kind, dt, c): module.get_function(f"layernorm_fwd_{kind}{c}_{dt}").prepare("PPPPPPiifi")
-           for kind in ("warp", "block") for dt in DTYPES for c in (1, 2, 4, 8)
+    out = {(stats, kind, dt, c): module.get_function(f"layernorm_{stats}_{kind}{c}_{dt}").prepare("PPPPPPiifi")
+           for stats in STATS for kind in ("warp", "block") for dt in DTYPES for c in (1, 2, 4, 8)
            if c * VEC[dt] * group(kind, dt) <= ROW_MAX[kind]}
     out["bwd"] = module.get_function("layernorm_bwd_f32").prepare("PPPPPPPPiii")
     out["column_sum"] = module.get_function("column_sum_f32").prepare("PPii")
@@ -100,11 +110,13 @@ def _vec(cols: int, width: int, *arrays) -> int:
 
 
 # --8<-- [start:launch]
-def layernorm(kernels, x, gamma, beta, y, mean, rstd, eps: float = EPS) -> None:
+def layernorm(kernels, x, gamma, beta, y, mean, rstd, eps: float = EPS, stats: str = "twopass") -> None:
     """y = layer_norm(x) * gamma + beta over each row; mean and rstd (float32,
     one per row) kept for the backward pass. x, y: (rows, cols) float32 or
     bf16 bit patterns (np.uint16), cols <= 8192; gamma, beta: (cols,) of
-    x's dtype."""
+    x's dtype. stats: "twopass" or "welford" (see STATS)."""
+    if stats not in STATS:
+        raise ValueError(f"stats: expected one of {STATS}, got {stats!r}")
     rows, cols = _rows_cols(x)
     dt = _dtype_key(x)
     cb.check_array("gamma", gamma, dtype=x.dtype, shape=(cols,), on_device=True)
@@ -119,7 +131,7 @@ def layernorm(kernels, x, gamma, beta, y, mean, rstd, eps: float = EPS) -> None:
     need = cb.ceil_div(cols, VEC[dt] * group(kind, dt))
     chunks = 1 << (need - 1).bit_length()          # the smallest size that holds the row
     threads = THREADS if kind == "warp" else group(kind, dt)
-    kernels[kind, dt, chunks].prepared_call(
+    kernels[stats, kind, dt, chunks].prepared_call(
         (blocks, 1, 1), (threads, 1, 1), x.gpudata, gamma.gpudata, beta.gpudata, y.gpudata,
         mean.gpudata, rstd.gpudata, np.int32(rows), np.int32(cols), np.float32(eps),
         np.int32(_vec(cols, VEC[dt], x, gamma, beta, y)))
@@ -224,10 +236,12 @@ def check_shape(kernels, rows, cols, rng, sm_count) -> None:
         (x, g, b), (x64, g64, b64) = inputs(rows, cols, dt, rng)
         xg, gg, bg = gpuarray.to_gpu(x), gpuarray.to_gpu(g), gpuarray.to_gpu(b)
         y, mean, rstd = gpuarray.empty_like(xg), gpuarray.empty(rows, np.float32), gpuarray.empty(rows, np.float32)
-        for a in (y, mean, rstd):
-            cb.poison(a)
-        layernorm(kernels, xg, gg, bg, y, mean, rstd)
-        check_forward(f"forward {dt} {rows}x{cols}", y.get(), mean.get(), rstd.get(), x64, g64, b64, dt)
+        for stats in reversed(STATS):                # two-pass last: the backward uses its mean, rstd
+            for a in (y, mean, rstd):
+                cb.poison(a)
+            layernorm(kernels, xg, gg, bg, y, mean, rstd, stats=stats)
+            check_forward(f"forward {stats} {dt} {rows}x{cols}", y.get(), mean.get(), rstd.get(),
+                          x64, g64, b64, dt)
         if dt == "f32":
             check_backward(kernels, xg, gg, mean, rstd, x64, g64, b64, rng, sm_count)
 
@@ -277,10 +291,12 @@ def bench(kernels, seed: int, sm_count: int) -> dict:
         (x, g, b), (x64, g64, b64) = inputs(rows, cols, dt, np.random.default_rng(seed))
         xg, gg, bg = gpuarray.to_gpu(x), gpuarray.to_gpu(g), gpuarray.to_gpu(b)
         y, mean, rstd = gpuarray.empty_like(xg), gpuarray.empty(rows, np.float32), gpuarray.empty(rows, np.float32)
-        for a in (y, mean, rstd):
-            cb.poison(a)
-        layernorm(kernels, xg, gg, bg, y, mean, rstd)
-        check_forward(f"forward {dt} {rows}x{cols}", y.get(), mean.get(), rstd.get(), x64, g64, b64, dt)
+        for stats in reversed(STATS):                # two-pass last: the backward uses its mean, rstd
+            for a in (y, mean, rstd):
+                cb.poison(a)
+            layernorm(kernels, xg, gg, bg, y, mean, rstd, stats=stats)
+            check_forward(f"forward {stats} {dt} {rows}x{cols}", y.get(), mean.get(), rstd.get(),
+                          x64, g64, b64, dt)
         del x64
         base = None
         if torch is not None:
@@ -290,8 +306,14 @@ def bench(kernels, seed: int, sm_count: int) -> dict:
             tx, tg, tb = dev(x), dev(g), dev(b)
             base = (BASELINE, lambda: torch.nn.functional.layer_norm(tx, (cols,), tg, tb, EPS))
         print(f"{rows} x {cols} {dt}, forward:")
+        wb = cb.benchmark(f"layernorm forward, Welford {dt}",
+                          lambda: layernorm(kernels, xg, gg, bg, y, mean, rstd, stats="welford"),
+                          bytes_moved=2 * x.nbytes)
+        facts[f"welford_{dt}_ms"] = wb.timing.median_ms
+        facts[f"welford_{dt}_of_copy"] = wb.fraction_of_ceiling
         fb = cb.benchmark(f"layernorm forward {dt}", lambda: layernorm(kernels, xg, gg, bg, y, mean, rstd),
                           bytes_moved=2 * x.nbytes, baseline=base, targets={"baseline": TARGET})
+        facts[f"twopass_over_welford_{dt}"] = wb.timing.median_ms / fb.timing.median_ms
         facts[f"fwd_{dt}_ms"] = fb.timing.median_ms
         facts[f"fwd_{dt}_of_copy"] = fb.fraction_of_ceiling
         if fb.baseline is not None:
