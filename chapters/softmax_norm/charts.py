@@ -22,7 +22,7 @@ def kernels_chart(chapter: str) -> bytes | None:
         return plots.pending(chapter, "softmax" if sm is None else "layernorm")
     (lst, rec, f), (_, lrec, g) = sm, ln
     plt = plots.pyplot()
-    fig, axes = plt.subplots(2, 1, figsize=(7.5, 7.4), gridspec_kw={"height_ratios": [8, 4]})
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 8.2), gridspec_kw={"height_ratios": [8, 6]})
     labels, values, colours = [], [], []
     for dt, dname in DTYPES.items():
         for key, label, c in SOFTMAX:
@@ -35,7 +35,8 @@ def kernels_chart(chapter: str) -> bytes | None:
     axes[0].set_title(f"softmax: {rec.gpu}, {rec.date[:10]}")
     labels, values, colours = [], [], []
     for dt, dname in DTYPES.items():
-        for key, label, c in ((f"fwd_{dt}", "book's forward", 0), (f"torch_fwd_{dt}", "F.layer_norm", None)):
+        for key, label, c in ((f"welford_{dt}", "book's, Welford", 3), (f"fwd_{dt}", "book's, two-pass", 0),
+                              (f"torch_fwd_{dt}", "F.layer_norm", None)):
             v = g.get(f"{key}_of_copy")
             if v is not None:
                 labels.append(f"{label}, {dname}")
@@ -46,7 +47,8 @@ def kernels_chart(chapter: str) -> bytes | None:
     for ax in axes:
         ax.set_xlim(0, 115)
         ax.axvline(100, **plots.COPY_STYLE)
-    axes[1].set_xlabel("% of the copy bandwidth of the same run (row read once, written once), 32768 × 4096")
+    axes[1].set_xlabel("% of the copy bandwidth of the same run, 32768 × 4096\n"
+                       "(counting one read and one write of the matrix)")
     fig.tight_layout()
     return plots.svg(fig)
 
