@@ -4,12 +4,29 @@ GPU records at build time (see code/cudabook/plots.py)."""
 from cudabook import plots
 
 DTYPES = {"f32": "float32", "bf16": "bf16"}
-SOFTMAX = (("safe", "softmax_safe (3 reads)", 1), ("online", "softmax_online (2 reads)", 2),
-           ("block", "softmax_block (1 read)", 0), ("torch", "torch.softmax", None))
+#: Bars of each panel: (facts key with {dt}, label, colour index or None for PyTorch).
+SOFTMAX = (("safe_{dt}", "softmax_safe (3 reads)", 1), ("online_{dt}", "softmax_online (2 reads)", 2),
+           ("block_{dt}", "softmax_block (1 read)", 0), ("torch_{dt}", "torch.softmax", None))
+LAYERNORM = (("welford_{dt}", "book's, Welford", 3), ("fwd_{dt}", "book's, two-pass", 0),
+             ("torch_fwd_{dt}", "F.layer_norm", None))
 
 
 def _colour(i):
     return plots.COLOURS[i] if i is not None else "#616161"
+
+
+def _panel(ax, facts: dict, bars, title: str) -> None:
+    """One panel: each bar's share of copy, float32 bars first, then bf16."""
+    labels, values, colours = [], [], []
+    for dt, dname in DTYPES.items():
+        for key, label, c in bars:
+            v = facts.get(f"{key.format(dt=dt)}_of_copy")
+            if v is not None:
+                labels.append(f"{label}, {dname}")
+                values.append(100 * v)
+                colours.append(_colour(c))
+    plots.labelled_bars(ax, labels, values, colours, [f"{v:.0f}%" for v in values], gap=1, height=0.65)
+    ax.set_title(title)
 
 
 def kernels_chart(chapter: str) -> bytes | None:
@@ -23,27 +40,8 @@ def kernels_chart(chapter: str) -> bytes | None:
     (lst, rec, f), (_, lrec, g) = sm, ln
     plt = plots.pyplot()
     fig, axes = plt.subplots(2, 1, figsize=(7.5, 8.2), gridspec_kw={"height_ratios": [8, 6]})
-    labels, values, colours = [], [], []
-    for dt, dname in DTYPES.items():
-        for key, label, c in SOFTMAX:
-            v = f.get(f"{key}_{dt}_of_copy")
-            if v is not None:
-                labels.append(f"{label}, {dname}")
-                values.append(100 * v)
-                colours.append(_colour(c))
-    plots.labelled_bars(axes[0], labels, values, colours, [f"{v:.0f}%" for v in values], gap=1, height=0.65)
-    axes[0].set_title(f"softmax: {rec.gpu}, {rec.date[:10]}")
-    labels, values, colours = [], [], []
-    for dt, dname in DTYPES.items():
-        for key, label, c in ((f"welford_{dt}", "book's, Welford", 3), (f"fwd_{dt}", "book's, two-pass", 0),
-                              (f"torch_fwd_{dt}", "F.layer_norm", None)):
-            v = g.get(f"{key}_of_copy")
-            if v is not None:
-                labels.append(f"{label}, {dname}")
-                values.append(100 * v)
-                colours.append(_colour(c))
-    plots.labelled_bars(axes[1], labels, values, colours, [f"{v:.0f}%" for v in values], gap=1, height=0.65)
-    axes[1].set_title(f"LayerNorm forward: {lrec.gpu}, {lrec.date[:10]}")
+    _panel(axes[0], f, SOFTMAX, f"softmax: {rec.gpu}, {rec.date[:10]}")
+    _panel(axes[1], g, LAYERNORM, f"LayerNorm forward: {lrec.gpu}, {lrec.date[:10]}")
     for ax in axes:
         ax.set_xlim(0, 115)
         ax.axvline(100, **plots.COPY_STYLE)
