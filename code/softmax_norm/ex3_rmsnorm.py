@@ -35,28 +35,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
 from matmul_tc.tc_gemm import from_bf16  # noqa: E402
-from softmax_norm import layernorm  # noqa: E402
+from softmax_norm import _rows, layernorm  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
-THREADS = 256                               # the .cu's THREADS: a block of warps
-DTYPES, VEC = layernorm.DTYPES, layernorm.VEC
+DTYPES, VEC = _rows.DTYPES, _rows.VEC
 EPS = 1e-6
-U_FP32, U_BF16 = 2.0**-24, 2.0**-8
+U_FP32, U_BF16 = _rows.U_FP32, _rows.U_BF16
 
 
 def load_kernels() -> dict:
     module = cb.compile(KERNEL_FILE)
-    return {(kind, dt, c): module.get_function(f"rmsnorm_{kind}{c}_{dt}").prepare("PPPiifi")
-            for kind in ("warp", "block") for dt in DTYPES for c in (1, 2, 4, 8)
-            if c * VEC[dt] * layernorm.group(kind, dt) <= layernorm.ROW_MAX[kind]}
-
-
-def shape_of_launch(cols: int, dt: str) -> tuple[str, int]:
-    """(kind, chunks): a warp per row up to 1024 elements, else a block; the
-    fewest 16-byte pieces a thread (a power of two) that hold the row."""
-    kind = "warp" if cols <= layernorm.WARP_ROW_MAX else "block"
-    need = cb.ceil_div(cols, VEC[dt] * layernorm.group(kind, dt))
-    return kind, 1 << (need - 1).bit_length()
+    return {key: module.get_function(f"rmsnorm_{key[0]}{key[2]}_{key[1]}").prepare("PPPiifi")
+            for key in _rows.register_kernels()}
 
 
 # --8<-- [start:solution]
@@ -64,18 +54,17 @@ def rmsnorm(kernels, x, gamma, y, eps: float = EPS) -> None:
     """y = x / sqrt(mean(x^2) + eps) * gamma over each row. x, y: (rows,
     cols) float32 or bf16 bit patterns (np.uint16), cols <= 8192; gamma:
     (cols,) of x's dtype."""
-    rows, cols = layernorm._rows_cols(x)
-    dt = layernorm._dtype_key(x)
+    rows, cols = _rows.rows_cols(x, high=_rows.BLOCK_ROW_MAX)
+    dt = _rows.dtype_key("x", x)
     cb.check_array("gamma", gamma, dtype=x.dtype, shape=(cols,), on_device=True)
     cb.check_array("y", y, dtype=x.dtype, shape=(rows, cols), on_device=True)
     if not eps > 0:
         raise ValueError(f"eps: expected a positive number, got {eps}")
-    kind, chunks = shape_of_launch(cols, dt)
-    blocks = cb.ceil_div(rows, THREADS // 32) if kind == "warp" else rows
-    threads = THREADS if kind == "warp" else layernorm.group(kind, dt)
-    kernels[kind, dt, chunks].prepared_call(
+    kind = _rows.kind_for(cols)
+    blocks, threads = _rows.launch_shape(kind, dt, rows)
+    kernels[kind, dt, _rows.chunks_for(kind, dt, cols)].prepared_call(
         (blocks, 1, 1), (threads, 1, 1), x.gpudata, gamma.gpudata, y.gpudata, np.int32(rows),
-        np.int32(cols), np.float32(eps), np.int32(layernorm._vec(cols, VEC[dt], x, gamma, y)))
+        np.int32(cols), np.float32(eps), np.int32(_rows.vec_ok(cols, dt, x, gamma, y)))
 
 
 def reference(x64: np.ndarray, g64: np.ndarray) -> np.ndarray:
@@ -85,8 +74,8 @@ def reference(x64: np.ndarray, g64: np.ndarray) -> np.ndarray:
 def check(name: str, y, x64, g64, dt: str) -> None:
     """Every element, relative to itself (see the docstring)."""
     cols = x64.shape[1]
-    kind, chunks = shape_of_launch(cols, dt)
-    threads = layernorm.group(kind, dt)
+    kind = _rows.kind_for(cols)
+    chunks, threads = _rows.chunks_for(kind, dt, cols), _rows.group(kind, dt)
     h = chunks * VEC[dt] + int(math.log2(threads))
     ref = reference(x64, g64)
     if dt == "f32":
@@ -126,10 +115,7 @@ def bench(kernels, seed: int) -> dict:
         x, g, xg, gg, yg = run_shape(kernels, rows, cols, dt, np.random.default_rng(seed))
         base = None
         if torch is not None:
-            def dev(a):
-                return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16) if dt == "bf16" \
-                    else torch.from_numpy(a).cuda()
-            base = torch_baseline(torch, dev(x), dev(g), cols)
+            base = torch_baseline(torch, _rows.to_torch(torch, x), _rows.to_torch(torch, g), cols)
             facts["baseline"] = base[0]
         print(f"{rows} x {cols} {dt}:")
         b = cb.benchmark(f"rmsnorm {dt}", lambda: rmsnorm(kernels, xg, gg, yg), bytes_moved=2 * x.nbytes,

@@ -52,14 +52,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
 from matmul_tc.tc_gemm import from_bf16, to_bf16  # noqa: E402
+from softmax_norm import _rows  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
-THREADS, BWD_THREADS = 256, 512             # the .cu's THREADS and BWD_THREADS
-ROUND = 1024                                # elements a block-per-row kernel holds per 16 bytes a thread
-WARP_ROW_MAX, BLOCK_ROW_MAX = 1024, 8192
-ROW_MAX = {"warp": WARP_ROW_MAX, "block": BLOCK_ROW_MAX}
-DTYPES = {"f32": np.float32, "bf16": np.uint16}     # bf16 as its bit patterns
-VEC = {"f32": 4, "bf16": 8}
+BWD_THREADS = 512                           # the .cu's BWD_THREADS
+DTYPES, VEC = _rows.DTYPES, _rows.VEC
 EPS = 1e-5
 #: How the forward kernel gathers a row's statistics (layernorm.cu): the
 #: row's mean, then its squared deviations (two sums), or each thread's
@@ -70,43 +67,16 @@ SANITIZER_SHAPES = [(1, 1), (3, 7), (5, 33), (2, 1030)]
 BENCH_SHAPE = (32_768, 4096)
 TARGET = 1.1
 BASELINE = "F.layer_norm"
-U_FP32, U_BF16 = 2.0**-24, 2.0**-8
-MAX_ELEMENTS = 2**31 - 1
-
-
-def group(kind: str, dt: str) -> int:
-    """Threads that share a row: a warp, or a block of ROUND / (elements in
-    16 bytes) threads (the .cu's row_threads: 256 for float32, 128 for bf16)."""
-    return 32 if kind == "warp" else ROUND // VEC[dt]
+U_FP32, U_BF16 = _rows.U_FP32, _rows.U_BF16
 
 
 def load_kernels() -> dict:
     module = cb.compile(KERNEL_FILE)
     out = {(stats, kind, dt, c): module.get_function(f"layernorm_{stats}_{kind}{c}_{dt}").prepare("PPPPPPiifi")
-           for stats in STATS for kind in ("warp", "block") for dt in DTYPES for c in (1, 2, 4, 8)
-           if c * VEC[dt] * group(kind, dt) <= ROW_MAX[kind]}
+           for stats in STATS for kind, dt, c in _rows.register_kernels()}
     out["bwd"] = module.get_function("layernorm_bwd_f32").prepare("PPPPPPPPiii")
     out["column_sum"] = module.get_function("column_sum_f32").prepare("PPii")
     return out
-
-
-def _dtype_key(arr) -> str:
-    dt = {np.dtype(v): k for k, v in DTYPES.items()}.get(np.dtype(arr.dtype))
-    if dt is None:
-        raise TypeError(f"x: expected float32 or bfloat16 bit patterns (uint16), got {arr.dtype}")
-    return dt
-
-
-def _rows_cols(x) -> tuple[int, int]:
-    cb.check_array("x", x, ndim=2, on_device=True)
-    rows = cb.check_size("x.shape[0] (rows)", x.shape[0])
-    cols = cb.check_size("x.shape[1] (cols)", x.shape[1], high=BLOCK_ROW_MAX)
-    cb.check_size("x.size", x.size, high=MAX_ELEMENTS)
-    return rows, cols
-
-
-def _vec(cols: int, width: int, *arrays) -> int:
-    return int(cols % width == 0 and all(int(a.gpudata) % 16 == 0 for a in arrays))
 
 
 # --8<-- [start:launch]
@@ -117,8 +87,8 @@ def layernorm(kernels, x, gamma, beta, y, mean, rstd, eps: float = EPS, stats: s
     x's dtype. stats: "twopass" or "welford" (see STATS)."""
     if stats not in STATS:
         raise ValueError(f"stats: expected one of {STATS}, got {stats!r}")
-    rows, cols = _rows_cols(x)
-    dt = _dtype_key(x)
+    rows, cols = _rows.rows_cols(x, high=_rows.BLOCK_ROW_MAX)
+    dt = _rows.dtype_key("x", x)
     cb.check_array("gamma", gamma, dtype=x.dtype, shape=(cols,), on_device=True)
     cb.check_array("beta", beta, dtype=x.dtype, shape=(cols,), on_device=True)
     cb.check_array("y", y, dtype=x.dtype, shape=(rows, cols), on_device=True)
@@ -126,15 +96,12 @@ def layernorm(kernels, x, gamma, beta, y, mean, rstd, eps: float = EPS, stats: s
     cb.check_array("rstd", rstd, dtype=np.float32, shape=(rows,), on_device=True)
     if not eps > 0:
         raise ValueError(f"eps: expected a positive number, got {eps}")
-    kind = "warp" if cols <= WARP_ROW_MAX else "block"
-    blocks = cb.ceil_div(rows, THREADS // 32) if kind == "warp" else rows
-    need = cb.ceil_div(cols, VEC[dt] * group(kind, dt))
-    chunks = 1 << (need - 1).bit_length()          # the smallest size that holds the row
-    threads = THREADS if kind == "warp" else group(kind, dt)
-    kernels[stats, kind, dt, chunks].prepared_call(
+    kind = _rows.kind_for(cols)
+    blocks, threads = _rows.launch_shape(kind, dt, rows)
+    kernels[stats, kind, dt, _rows.chunks_for(kind, dt, cols)].prepared_call(
         (blocks, 1, 1), (threads, 1, 1), x.gpudata, gamma.gpudata, beta.gpudata, y.gpudata,
         mean.gpudata, rstd.gpudata, np.int32(rows), np.int32(cols), np.float32(eps),
-        np.int32(_vec(cols, VEC[dt], x, gamma, beta, y)))
+        np.int32(_rows.vec_ok(cols, dt, x, gamma, beta, y)))
 
 
 def bwd_blocks(rows: int, sm_count: int) -> int:
@@ -147,7 +114,7 @@ def layernorm_backward(kernels, dy, x, gamma, mean, rstd, dx, dgamma, dbeta, par
     """dx, dgamma, dbeta from dy and the forward's x, gamma, mean, rstd,
     all float32. partials: float32 (2, blocks, cols) scratch, blocks from
     bwd_blocks()."""
-    rows, cols = _rows_cols(x)
+    rows, cols = _rows.rows_cols(x, high=_rows.BLOCK_ROW_MAX)
     for name, arr in (("dy", dy), ("x", x), ("dx", dx)):
         cb.check_array(name, arr, dtype=np.float32, shape=(rows, cols), on_device=True)
     for name, arr in (("gamma", gamma), ("dgamma", dgamma), ("dbeta", dbeta)):
@@ -160,7 +127,7 @@ def layernorm_backward(kernels, dy, x, gamma, mean, rstd, dx, dgamma, dbeta, par
         raise ValueError(f"partials: expected shape (2, blocks, {cols}) with 1 <= blocks <= {rows}, "
                          f"got {tuple(partials.shape)}")
     part_g, part_b = int(partials.gpudata), int(partials.gpudata) + 4 * blocks * cols
-    vec = _vec(cols, 4, dy, x, gamma, dx) and (4 * blocks * cols) % 16 == 0 and int(partials.gpudata) % 16 == 0
+    vec = _rows.vec_ok(cols, "f32", dy, x, gamma, dx) and (4 * blocks * cols) % 16 == 0 and int(partials.gpudata) % 16 == 0
     kernels["bwd"].prepared_call((blocks, 1, 1), (BWD_THREADS, 1, 1), dy.gpudata, x.gpudata,
                                  gamma.gpudata, mean.gpudata, rstd.gpudata, dx.gpudata, part_g, part_b,
                                  np.int32(rows), np.int32(cols), np.int32(vec))
@@ -197,14 +164,10 @@ def autograd_reference(x64, g64, b64, dy):
     return tx.grad.numpy(), tg.grad.numpy(), tb.grad.numpy()
 
 
-def group_size(cols: int, dt: str) -> int:
-    return 32 if cols <= WARP_ROW_MAX else group("block", dt)
-
-
 def check_forward(name, y, mean, rstd, x64, g64, b64, dt) -> None:
     ref, m_ref, r_ref = forward_reference(x64, g64, b64)
     cols = x64.shape[1]
-    threads = group_size(cols, dt)
+    threads = _rows.group(_rows.kind_for(cols), dt)
     h = 4 * math.ceil(cols / threads) + 8 * int(math.log2(threads)) + 10
     scale = h * np.abs(g64) * r_ref * (np.abs(x64 - m_ref) + np.abs(x64).max(axis=1, keepdims=True)) \
         + np.abs(b64)
@@ -229,6 +192,19 @@ def inputs(rows, cols, dt, rng):
     return [x, g, b], [a.astype(np.float64) for a in (x, g, b)]
 
 
+def forward_all(kernels, dev, host64, dt) -> None:
+    """Run and check the forward both ways, two-pass last: the backward uses
+    its mean and rstd. dev: (x, gamma, beta, y, mean, rstd) on the GPU;
+    host64: (x, gamma, beta) in float64."""
+    xg, gg, bg, y, mean, rstd = dev
+    rows, cols = xg.shape
+    for stats in reversed(STATS):
+        for a in (y, mean, rstd):
+            cb.poison(a)
+        layernorm(kernels, xg, gg, bg, y, mean, rstd, stats=stats)
+        check_forward(f"forward {stats} {dt} {rows}x{cols}", y.get(), mean.get(), rstd.get(), *host64, dt)
+
+
 def check_shape(kernels, rows, cols, rng, sm_count) -> None:
     from pycuda import gpuarray
 
@@ -236,12 +212,7 @@ def check_shape(kernels, rows, cols, rng, sm_count) -> None:
         (x, g, b), (x64, g64, b64) = inputs(rows, cols, dt, rng)
         xg, gg, bg = gpuarray.to_gpu(x), gpuarray.to_gpu(g), gpuarray.to_gpu(b)
         y, mean, rstd = gpuarray.empty_like(xg), gpuarray.empty(rows, np.float32), gpuarray.empty(rows, np.float32)
-        for stats in reversed(STATS):                # two-pass last: the backward uses its mean, rstd
-            for a in (y, mean, rstd):
-                cb.poison(a)
-            layernorm(kernels, xg, gg, bg, y, mean, rstd, stats=stats)
-            check_forward(f"forward {stats} {dt} {rows}x{cols}", y.get(), mean.get(), rstd.get(),
-                          x64, g64, b64, dt)
+        forward_all(kernels, (xg, gg, bg, y, mean, rstd), (x64, g64, b64), dt)
         if dt == "f32":
             check_backward(kernels, xg, gg, mean, rstd, x64, g64, b64, rng, sm_count)
 
@@ -291,19 +262,11 @@ def bench(kernels, seed: int, sm_count: int) -> dict:
         (x, g, b), (x64, g64, b64) = inputs(rows, cols, dt, np.random.default_rng(seed))
         xg, gg, bg = gpuarray.to_gpu(x), gpuarray.to_gpu(g), gpuarray.to_gpu(b)
         y, mean, rstd = gpuarray.empty_like(xg), gpuarray.empty(rows, np.float32), gpuarray.empty(rows, np.float32)
-        for stats in reversed(STATS):                # two-pass last: the backward uses its mean, rstd
-            for a in (y, mean, rstd):
-                cb.poison(a)
-            layernorm(kernels, xg, gg, bg, y, mean, rstd, stats=stats)
-            check_forward(f"forward {stats} {dt} {rows}x{cols}", y.get(), mean.get(), rstd.get(),
-                          x64, g64, b64, dt)
+        forward_all(kernels, (xg, gg, bg, y, mean, rstd), (x64, g64, b64), dt)
         del x64
         base = None
         if torch is not None:
-            def dev(a):
-                return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16) if dt == "bf16" \
-                    else torch.from_numpy(a).cuda()
-            tx, tg, tb = dev(x), dev(g), dev(b)
+            tx, tg, tb = (_rows.to_torch(torch, a) for a in (x, g, b))
             base = (BASELINE, lambda: torch.nn.functional.layer_norm(tx, (cols,), tg, tb, EPS))
         print(f"{rows} x {cols} {dt}, forward:")
         wb = cb.benchmark(f"layernorm forward, Welford {dt}",

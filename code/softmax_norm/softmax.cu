@@ -55,6 +55,7 @@ __device__ void softmax_row_safe(const T* __restrict__ x, T* __restrict__ y, int
 // when the maximum grows, the sum so far is rescaled to the new maximum.
 __device__ __forceinline__ void online_update(float& m, float& d, float v)
 {
+    if (v == -INFINITY) return;                     // a masked logit adds exp(-inf) = 0
     if (v > m) {
         d = d * expf(m - v) + 1.0f;                 // m = -inf at the start: d = 0 * 0 + 1
         m = v;

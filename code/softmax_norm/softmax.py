@@ -16,6 +16,11 @@ Checks: every kernel that can take the shape, float32 and bf16, every
         64x1025, 9x4096, 3x8192, 2x8193 and 2x20000 (under compute-sanitizer
         1x1, 3x7, 5x33 and 2x1030), and under --bench at each benchmark
         shape, against float64 softmax of the same (bf16-rounded) inputs.
+        Masked rows too, as attention leaves them (-inf in the first
+        quarter of each row and 30% of the rest, so a thread may meet -inf
+        before any finite logit), at 3x7, 33x1000, 9x4096 and 2x20000
+        (under compute-sanitizer 5x33 and 2x1030): a masked logit's output
+        must be exactly 0.
         Bound for y_j, relative to y_j: 1 rounding of x_j - m, carried by
         exp as |x_j - m| roundings; 2 for expf; for the row's sum, h (the
         longest chain of additions or rescalings behind it: 3 per element a
@@ -42,88 +47,60 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
 from matmul_tc.tc_gemm import from_bf16, to_bf16  # noqa: E402
+from softmax_norm import _rows  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
-THREADS = 256                               # the .cu's THREADS: a block per row
-ROUND = 1024                                # elements a block-per-row kernel holds per 16 bytes a thread
-WARP_ROW_MAX, BLOCK_ROW_MAX = 1024, 8192    # the longest rows the register kernels hold
-ROW_MAX = {"warp": WARP_ROW_MAX, "block": BLOCK_ROW_MAX}
+THREADS = 256                               # the .cu's THREADS: the safe and online kernels' block
 KINDS = ("safe", "online", "warp", "block")
-DTYPES = {"f32": np.float32, "bf16": np.uint16}     # bf16 as its bit patterns
-VEC = {"f32": 4, "bf16": 8}                 # elements in 16 bytes
+DTYPES, VEC, ROW_MAX = _rows.DTYPES, _rows.VEC, _rows.ROW_MAX
 SHAPES = [(1, 1), (3, 7), (5, 32), (33, 1000), (7, 1024), (64, 1025), (9, 4096), (3, 8192),
           (2, 8193), (2, 20_000)]
+MASKED_SHAPES = [(3, 7), (33, 1000), (9, 4096), (2, 20_000)]
 SANITIZER_SHAPES = [(1, 1), (3, 7), (5, 33), (2, 1030)]
+SANITIZER_MASKED_SHAPES = [(5, 33), (2, 1030)]
 BENCH_SHAPE = (32_768, 4096)
 TARGET = 1.3
 BASELINE = "torch.softmax"
-U_FP32, U_BF16 = 2.0**-24, 2.0**-8
-MAX_ELEMENTS = 2**31 - 1
-
-
-def group(kind: str, dt: str) -> int:
-    """Threads that share a row: a warp, or a block of ROUND / (elements in
-    16 bytes) threads (the .cu's row_threads: 256 for float32, 128 for bf16)."""
-    return 32 if kind == "warp" else ROUND // VEC[dt]
+U_FP32, U_BF16 = _rows.U_FP32, _rows.U_BF16
 
 
 def load_kernels() -> dict:
     """{(kind, dtype, chunks): kernel}; chunks is 0 for safe and online."""
     module = cb.compile(KERNEL_FILE)
-    out = {}
-    for dt in DTYPES:
-        for kind in KINDS:
-            for chunks in (1, 2, 4, 8) if kind in ("warp", "block") else (0,):
-                if chunks * VEC[dt] * group(kind, dt) <= ROW_MAX.get(kind, 0) \
-                        or chunks == 0:
-                    name = f"softmax_{kind}{chunks or ''}_{dt}"
-                    out[kind, dt, chunks] = module.get_function(name).prepare("PPiii")
-    return out
-
-
-def chunks_for(kind: str, dt: str, cols: int) -> int:
-    """16-byte pieces a thread of a register kernel holds: the smallest
-    power of two that holds the row (0 for the kernels that loop)."""
-    if kind not in ROW_MAX:
-        return 0
-    need = cb.ceil_div(cols, VEC[dt] * group(kind, dt))
-    return 1 << (need - 1).bit_length()
+    keys = [(kind, dt, 0) for dt in DTYPES for kind in ("safe", "online")] + _rows.register_kernels()
+    return {(kind, dt, c): module.get_function(f"softmax_{kind}{c or ''}_{dt}").prepare("PPiii")
+            for kind, dt, c in keys}
 
 
 def fits(kind: str, cols: int) -> bool:
-    return {"warp": cols <= WARP_ROW_MAX, "block": cols <= BLOCK_ROW_MAX}.get(kind, True)
+    return cols <= ROW_MAX.get(kind, cols)
 
 
 # --8<-- [start:launch]
 def pick(cols: int) -> str:
     """The kernel for rows of `cols` elements: a warp per row while a warp's
     registers hold the row, then a block, then the two-pass online kernel."""
-    return "warp" if cols <= WARP_ROW_MAX else "block" if cols <= BLOCK_ROW_MAX else "online"
+    return _rows.kind_for(cols) if cols <= _rows.BLOCK_ROW_MAX else "online"
 
 
 def softmax(kernels, x, y, kind: str | None = None) -> None:
     """y = softmax of each row of x. x, y: (rows, cols) GPUArrays, float32 or
     bf16 bit patterns (np.uint16), the same dtype. kind: one of KINDS, or
     None to pick by row length."""
-    cb.check_array("x", x, ndim=2, on_device=True)
-    dt = {np.dtype(v): k for k, v in DTYPES.items()}.get(np.dtype(x.dtype))
-    if dt is None:
-        raise TypeError(f"x: expected float32 or bfloat16 bit patterns (uint16), got {x.dtype}")
-    rows = cb.check_size("x.shape[0] (rows)", x.shape[0])
-    cols = cb.check_size("x.shape[1] (cols)", x.shape[1])
-    cb.check_size("x.size", x.size, high=MAX_ELEMENTS)
+    rows, cols = _rows.rows_cols(x)
+    dt = _rows.dtype_key("x", x)
     cb.check_array("y", y, dtype=x.dtype, shape=(rows, cols), on_device=True)
     kind = pick(cols) if kind is None else kind
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
     if not fits(kind, cols):
-        raise ValueError(f"x: softmax_{kind} holds rows of at most "
-                         f"{WARP_ROW_MAX if kind == 'warp' else BLOCK_ROW_MAX} elements, got {cols}")
-    vec = cols % VEC[dt] == 0 and int(x.gpudata) % 16 == 0 and int(y.gpudata) % 16 == 0
-    blocks = cb.ceil_div(rows, THREADS // 32) if kind == "warp" else rows
-    threads = group(kind, dt) if kind == "block" else THREADS
-    kernels[kind, dt, chunks_for(kind, dt, cols)].prepared_call((blocks, 1, 1), (threads, 1, 1), x.gpudata, y.gpudata,
-                                    np.int32(rows), np.int32(cols), np.int32(vec))
+        raise ValueError(f"x: softmax_{kind} holds rows of at most {ROW_MAX[kind]} elements, got {cols}")
+    if kind in ROW_MAX:
+        (blocks, threads), chunks = _rows.launch_shape(kind, dt, rows), _rows.chunks_for(kind, dt, cols)
+    else:
+        (blocks, threads), chunks = (rows, THREADS), 0
+    kernels[kind, dt, chunks].prepared_call((blocks, 1, 1), (threads, 1, 1), x.gpudata, y.gpudata,
+                                            np.int32(rows), np.int32(cols), np.int32(_rows.vec_ok(cols, dt, x, y)))
 # --8<-- [end:launch]
 
 
@@ -135,15 +112,17 @@ def reference(x: np.ndarray) -> np.ndarray:
 
 def chain(kind: str, cols: int, dt: str) -> int:
     """h: the longest chain of roundings behind a row's sum."""
-    threads = 32 if kind == "warp" else group(kind, dt) if kind == "block" else THREADS
+    threads = _rows.group(kind, dt) if kind in ROW_MAX else THREADS
     per_thread = math.ceil(cols / threads)
     return 3 * per_thread + 2 * int(math.log2(threads))
 
 
 def check(name: str, y, x64: np.ndarray, ref: np.ndarray, kind: str, dt: str) -> None:
-    """Every element, relative to itself (see the docstring's bound)."""
+    """Every element, relative to itself (see the docstring's bound). A
+    masked logit (-inf) must give exactly 0."""
     cols = x64.shape[1]
-    dist = np.abs(x64 - x64.max(axis=1, keepdims=True))
+    finite = np.isfinite(x64)
+    dist = np.where(finite, np.abs(x64 - x64.max(axis=1, keepdims=True)), 0.0)
     rel = dist + 3 * dist.max(axis=1, keepdims=True) + chain(kind, cols, dt) + 4
     if dt == "f32":
         result = cb.compare(name, y, ref, k=1, scale=ref * rel)
@@ -152,21 +131,28 @@ def check(name: str, y, x64: np.ndarray, ref: np.ndarray, kind: str, dt: str) ->
     cb.report_check(result)
 
 
-def inputs(rows: int, cols: int, dt: str, rng) -> tuple[np.ndarray, np.ndarray]:
+def inputs(rows: int, cols: int, dt: str, rng, masked: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Logits ~ 3 N(0, 1): the host array in the kernel's dtype, and its
-    float64 values."""
+    float64 values. masked: as an attention mask leaves them, -inf in the
+    first quarter of each row and in 30% of the rest at random, the last
+    logit of each row finite (a row of -inf only has no softmax)."""
     x = 3 * rng.standard_normal((rows, cols), dtype=np.float32)
+    if masked:
+        mask = rng.random((rows, cols)) < 0.3
+        mask[:, : cols // 4] = True
+        mask[:, -1] = False
+        x[mask] = -np.inf
     if dt == "bf16":
         x16 = to_bf16(x)
         return x16, from_bf16(x16).astype(np.float64)
     return x, x.astype(np.float64)
 
 
-def check_shape(kernels, rows: int, cols: int, rng) -> None:
+def check_shape(kernels, rows: int, cols: int, rng, masked: bool = False) -> None:
     from pycuda import gpuarray
 
     for dt in DTYPES:
-        x, x64 = inputs(rows, cols, dt, rng)
+        x, x64 = inputs(rows, cols, dt, rng, masked)
         ref = reference(x64)
         xg = gpuarray.to_gpu(x)
         yg = gpuarray.empty_like(xg)
@@ -174,7 +160,7 @@ def check_shape(kernels, rows: int, cols: int, rng) -> None:
             if fits(kind, cols):
                 cb.poison(yg)
                 softmax(kernels, xg, yg, kind)
-                check(f"{kind} {dt} {rows}x{cols}", yg.get(), x64, ref, kind, dt)
+                check(f"{kind} {dt} {rows}x{cols}{' masked' if masked else ''}", yg.get(), x64, ref, kind, dt)
 
 
 def bench_dtype(kernels, dt: str, seed: int) -> dict:
@@ -194,8 +180,7 @@ def bench_dtype(kernels, dt: str, seed: int) -> dict:
     base = None
     torch = cb.torch_cuda()
     if torch is not None:
-        tx = torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16) if dt == "bf16" \
-            else torch.from_numpy(x).cuda()
+        tx = _rows.to_torch(torch, x)
         base = (BASELINE, lambda: torch.softmax(tx, dim=-1))
     nbytes = 2 * x.nbytes                   # the row read once, written once
     picked = pick(cols)
@@ -223,8 +208,11 @@ def main(argv=None) -> int:
     cb.init()
     kernels = load_kernels()
     rng = np.random.default_rng(args.seed)
-    for rows, cols in SANITIZER_SHAPES if os.environ.get("CUDABOOK_SANITIZER") else SHAPES:
+    sanitizer = os.environ.get("CUDABOOK_SANITIZER")
+    for rows, cols in SANITIZER_SHAPES if sanitizer else SHAPES:
         check_shape(kernels, rows, cols, rng)
+    for rows, cols in SANITIZER_MASKED_SHAPES if sanitizer else MASKED_SHAPES:
+        check_shape(kernels, rows, cols, rng, masked=True)
     facts = {}
     if args.bench:
         facts.update(baseline=BASELINE, picked=pick(BENCH_SHAPE[1]))
