@@ -61,7 +61,7 @@ def dtype_key(name: str, arr) -> str:
     return dt
 
 
-def rows_cols(x, high: int | None = None) -> tuple[int, int]:
+def rows_cols(x, high: int = MAX_ELEMENTS) -> tuple[int, int]:
     """(rows, cols) of a 2-D device array x, at most `high` columns."""
     cb.check_array("x", x, ndim=2, on_device=True)
     rows = cb.check_size("x.shape[0] (rows)", x.shape[0])
