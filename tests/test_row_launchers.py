@@ -24,15 +24,22 @@ class FakeArray:
         self.flags = type("Flags", (), {"c_contiguous": True})()
 
 
+class FakeKernel:
+    """A prepared kernel that records each launch in `calls` as (key, grid, block)."""
+
+    def __init__(self, key, calls):
+        self.key, self.calls = key, calls
+
+    def prepared_call(self, grid, block, *args):
+        self.calls.append((self.key, grid, block))
+
+
 class Recorder(dict):
-    """Kernels by key; each launch is recorded as (key, grid, block)."""
+    """Kernels by key, as load_kernels() returns them; launches go to .calls."""
 
     def __init__(self, keys):
-        super().__init__()
         self.calls = []
-        for key in keys:
-            self[key] = type("K", (), {"prepared_call": lambda _, grid, block, *a, key=key:
-                                       self.calls.append((key, grid, block))})()
+        super().__init__((key, FakeKernel(key, self.calls)) for key in keys)
 
 
 SHAPES = [(1, 1), (3, 7), (64, 1025), (2, 4096), (2, 8192)]
