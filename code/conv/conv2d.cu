@@ -76,17 +76,18 @@ __device__ __forceinline__ void im2col_row(const float* __restrict__ X, float* _
     const int q = m % d.Q, p = (m / d.Q) % d.P, n = m / (d.Q * d.P);
     const int h0 = p * d.stride - d.pad, w0 = q * d.stride - d.pad;
     const int lo = max(0, -w0) * d.C, hi = min(d.S, d.W - w0) * d.C;
-    const float* x = X + (size_t)n * d.H * d.W * d.C + (ptrdiff_t)w0 * d.C;
+    const float* x = X + (size_t)n * d.H * d.W * d.C;          // image n
     float* row = Col + (size_t)m * Kg;
     for (int kk = lane * step; kk < Kg; kk += 32 * step) {
         const int r = kk / SC, j = kk - r * SC, h = h0 + r;
         const bool inside = h >= 0 && h < d.H && j >= lo && j < hi;
-        const float* src = x + (size_t)(inside ? h : 0) * d.W * d.C + j;
-        if (VEC) {
+        // offset of pixel (h, w0) plus j: formed as a number, used only inside
+        const long long at = ((long long)h * d.W + w0) * d.C + j;
+        if constexpr (VEC) {
             *reinterpret_cast<float4*>(row + kk) =
-                inside ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
+                inside ? *reinterpret_cast<const float4*>(x + at) : make_float4(0.f, 0.f, 0.f, 0.f);
         } else {
-            row[kk] = inside ? *src : 0.0f;
+            row[kk] = inside ? x[at] : 0.0f;
         }
     }
 }
@@ -143,22 +144,22 @@ __device__ __forceinline__ bool inside(int h, int w, const ConvShape& d)
 template <bool VEC>
 __device__ __forceinline__ float4 gather4(const Gather& g, int kk, const ConvShape& d, int Kg)
 {
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (VEC) {
+    if constexpr (VEC) {
         const int h = g.h0 + g.r, w = g.w0 + g.s;
-        if (kk < Kg && inside(h, w, d))
-            v = *reinterpret_cast<const float4*>(g.x + ((size_t)h * d.W + w) * d.C + g.c);
-        return v;
-    }
-    float e[4];
+        return kk < Kg && inside(h, w, d)
+                   ? *reinterpret_cast<const float4*>(g.x + ((size_t)h * d.W + w) * d.C + g.c)
+                   : make_float4(0.f, 0.f, 0.f, 0.f);
+    } else {
+        float e[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const int col = kk + j;
-        const int c = col % d.C, s = (col / d.C) % d.S, r = col / (d.C * d.S);
-        const int h = g.h0 + r, w = g.w0 + s;
-        e[j] = col < Kg && inside(h, w, d) ? g.x[((size_t)h * d.W + w) * d.C + c] : 0.0f;
+        for (int j = 0; j < 4; ++j) {
+            const int col = kk + j;
+            const int c = col % d.C, s = (col / d.C) % d.S, r = col / (d.C * d.S);
+            const int h = g.h0 + r, w = g.w0 + s;
+            e[j] = col < Kg && inside(h, w, d) ? g.x[((size_t)h * d.W + w) * d.C + c] : 0.0f;
+        }
+        return make_float4(e[0], e[1], e[2], e[3]);
     }
-    return make_float4(e[0], e[1], e[2], e[3]);
 }
 
 // Move (r, s, c) on by BK columns (VEC: c stays a multiple of 4).
@@ -175,15 +176,16 @@ __device__ __forceinline__ void advance(Gather& g, const ConvShape& d)
 template <bool VEC>
 __device__ __forceinline__ float4 load4_left(const float* __restrict__ p, int left)
 {
-    if (VEC) {
+    if constexpr (VEC) {
         return left > 0 ? *reinterpret_cast<const float4*>(p) : make_float4(0.f, 0.f, 0.f, 0.f);
+    } else {
+        float4 v;
+        v.x = left > 0 ? p[0] : 0.0f;
+        v.y = left > 1 ? p[1] : 0.0f;
+        v.z = left > 2 ? p[2] : 0.0f;
+        v.w = left > 3 ? p[3] : 0.0f;
+        return v;
     }
-    float4 v;
-    v.x = left > 0 ? p[0] : 0.0f;
-    v.y = left > 1 ? p[1] : 0.0f;
-    v.z = left > 2 ? p[2] : 0.0f;
-    v.w = left > 3 ? p[3] : 0.0f;
-    return v;
 }
 
 __device__ __forceinline__ void store4(float* __restrict__ Y, int M, int K, int m, int k,
@@ -248,7 +250,7 @@ __device__ __forceinline__ void implicit_body(
     int s = 0;
     for (int k0 = 0; k0 < Kg; k0 += BK, s ^= 1) {
         const int k1 = k0 + BK;
-        if (VEC) advance(g, d);
+        if constexpr (VEC) advance(g, d);
         b_src += (size_t)BK * K;
         a = gather4<VEC>(g, k1 + a_c, d, Kg);
         b = k1 + b_r < Kg ? load4_left<VEC>(b_src, b_left) : zero;

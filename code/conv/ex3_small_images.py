@@ -2,7 +2,7 @@
 
 Deep in a ResNet the images are 7 x 7 and the channels 512: a 3 x 3 layer
 there does 2 * 49 * 512 * 512 * 9 FLOPs an image, as much work per image
-as a 56 x 56 layer with 128 channels, but its output has only 49 N
+as a 56 x 56 layer with 64 channels, but its output has only 49 N
 pixels. conv_implicit gives each block 128 pixels and 128 channels, so a
 batch of N images makes ceil(49 N / 128) * 4 blocks, and a GPU holds a
 fixed number of them at once (the listing works it out from the
