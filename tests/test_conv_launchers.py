@@ -160,3 +160,15 @@ def test_too_many_output_channels_for_the_grid():
     x, w, y, col, _ = arrays(shape)
     with pytest.raises(ValueError, match="w: K = 2,097,121 output channels need 65,536 blocks"):
         conv2d.conv2d(recorder()[0], "direct", x, w, y)
+
+
+def test_im2col_rung_refuses_more_pixels_than_its_gemm_takes_before_launching():
+    shape = (256, 182, 182, 4, 8, 1, 1, 1, 0)          # N P Q = 8,479,744 > 65,535 x 128
+    x, w, y, col, _ = arrays(shape)
+    kernels, calls = recorder()
+    with pytest.raises(ValueError, match=r"x: the im2col rung's GEMM takes at most 8,388,480 "
+                                         r"output pixels \(N P Q\), got 8,479,744"):
+        conv2d.conv2d(kernels, "im2col", x, w, y, col=col)
+    assert calls == []
+    conv2d.conv2d(kernels, "implicit", x, w, y)        # the implicit rung takes it
+    assert [c[0] for c in calls] == ["conv_implicit"]

@@ -59,7 +59,8 @@ extern "C" __global__ void conv_direct(const float* __restrict__ X,
 
 // --8<-- [start:im2col]
 // Rung 2, first kernel: write the matrix A of the product, Col (M x Kg).
-// A warp per row m, output pixel (n, p, q). For one filter row r the row
+// A warp per row m, output pixel (n, p, q) (the host launches one per row:
+// the grid holds 2^31 - 1 blocks of 8 rows). For one filter row r the row
 // of Col holds S x C values that are contiguous in X too: the S input
 // pixels (h, w0) .. (h, w0 + S - 1) are neighbours in NHWC. So column
 // kk = r S C + j copies X's value at pixel (h, w0) plus j, when h is
@@ -75,7 +76,7 @@ __device__ __forceinline__ void im2col_row(const float* __restrict__ X, float* _
     const int SC = d.S * d.C, Kg = d.R * SC, step = VEC ? 4 : 1;
     const int q = m % d.Q, p = (m / d.Q) % d.P, n = m / (d.Q * d.P);
     const int h0 = p * d.stride - d.pad, w0 = q * d.stride - d.pad;
-    const int lo = max(0, -w0) * d.C, hi = min(d.S, d.W - w0) * d.C;
+    const int lo = min(max(0, -w0), d.S) * d.C, hi = max(0, min(d.S, d.W - w0)) * d.C;
     const float* x = X + (size_t)n * d.H * d.W * d.C;          // image n
     float* row = Col + (size_t)m * Kg;
     for (int kk = lane * step; kk < Kg; kk += 32 * step) {
@@ -95,13 +96,13 @@ __device__ __forceinline__ void im2col_row(const float* __restrict__ X, float* _
 extern "C" __global__ void im2col(const float* __restrict__ X, float* __restrict__ Col,
                                   ConvShape d)
 {
-    const int M = d.N * d.P * d.Q, warps = blockDim.x / 32, lane = threadIdx.x % 32;
-    for (int m = blockIdx.x * warps + threadIdx.x / 32; m < M; m += gridDim.x * warps) {
-        if ((d.C & 3) == 0) {
-            im2col_row<true>(X, Col, d, m, lane);
-        } else {
-            im2col_row<false>(X, Col, d, m, lane);
-        }
+    const int M = d.N * d.P * d.Q, lane = threadIdx.x % 32;
+    const int m = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;   // this warp's row
+    if (m >= M) return;
+    if ((d.C & 3) == 0) {
+        im2col_row<true>(X, Col, d, m, lane);
+    } else {
+        im2col_row<false>(X, Col, d, m, lane);
     }
 }
 // --8<-- [end:im2col]

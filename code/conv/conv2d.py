@@ -12,7 +12,8 @@ never written.
 Run:    python code/conv/conv2d.py [--seed S] [--bench]
 Checks: every rung against a float64 NumPy convolution, element by
         element, at the shapes in SHAPES (1 x 1 images, 3 channels, strides
-        of 2, 5 x 5 and 7 x 7 filters, K not a multiple of 4, several tiles
+        of 2, 5 x 5, 7 x 7 and 3 x 5 filters, a 1 x 1 filter with stride 2,
+        K not a multiple of 4, a last slice of the sum of 4, several tiles
         in every direction; under compute-sanitizer, SANITIZER_SHAPES), and
         under --bench at each benchmark layer. Bound: each output is a dot
         product of length Kg = R S C summed by Kg fused multiply-adds, so
@@ -55,7 +56,7 @@ IM2COL_BLOCK = (256, 1, 1)
 MAX_DIM = 2**31 - 1 - 256          # M = N P Q and Kg = R S C index int rows and columns
 MAX_SIDE = 2**29                   # H + 2 pad and W + 2 pad (a row outside the image
                                    # is marked by h = -2^30 in conv2d.cu)
-MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65_535
+MAX_GRID_Y = 65_535
 #: (N, H, W, C, K, R, S, stride, pad)
 SHAPES = [
     (1, 1, 1, 1, 1, 1, 1, 1, 0),          # one pixel, one channel
@@ -66,7 +67,10 @@ SHAPES = [
     (1, 9, 9, 4, 4, 3, 3, 1, 0),          # no padding
     (1, 23, 23, 3, 64, 7, 7, 2, 3),       # a stem: 7 x 7, stride 2
     (2, 30, 30, 64, 130, 3, 3, 1, 1),     # several tiles of pixels and of K
-    (3, 14, 14, 260, 68, 3, 3, 1, 1),     # C past 256, K below a tile
+    (3, 14, 14, 260, 68, 3, 3, 1, 1),     # R S C = 2340: a last slice of 4 on the float4 path
+    (1, 9, 11, 8, 12, 3, 5, 1, 2),        # R != S
+    (2, 14, 14, 64, 128, 1, 1, 2, 0),     # 1 x 1, stride 2 (a projection shortcut)
+    (2, 20, 20, 64, 132, 3, 3, 1, 1),     # float4 path, a partial last tile of filters
 ]
 #: Under compute-sanitizer: small, but with partial tiles in M and K, and
 #: both the float4 and the scalar path.
@@ -176,6 +180,9 @@ def conv2d(kernels, name: str, x, w, y, stride: int = 1, pad: int = 0, col=None)
         kernels[f"conv_{name}"].prepared_call(grid, block, x.gpudata, w.gpudata, y.gpudata,
                                               *shape)
     else:
+        if cb.ceil_div(m, 128) > MAX_GRID_Y:        # chapter 11's GEMM puts M along grid y
+            raise ValueError(f"x: the im2col rung's GEMM takes at most {MAX_GRID_Y * 128:,} "
+                             f"output pixels (N P Q), got {m:,}; the implicit rung takes more")
         if col is None:
             raise ValueError(f"col: the im2col rung needs a workspace of {m:,} x {kg:,} floats")
         cb.check_array("col", col, dtype=np.float32, shape=(m, kg), on_device=True, alignment=16)
@@ -191,9 +198,8 @@ def im2col(kernels, x, col, shape: list) -> None:
     """The first of the im2col rung's two kernels, on checked arguments: a
     warp per row of col. shape: the ConvShape fields, N H W C K R S P Q
     stride pad, as int32."""
-    m = int(shape[0]) * int(shape[7]) * int(shape[8])
-    rows_per_block = IM2COL_BLOCK[0] // 32
-    blocks = min(cb.ceil_div(m, rows_per_block), MAX_GRID_X)      # a grid-stride loop beyond
+    m = int(shape[0]) * int(shape[7]) * int(shape[8])         # < 2^31: fits the grid's x
+    blocks = cb.ceil_div(m, IM2COL_BLOCK[0] // 32)
     kernels["im2col"].prepared_call((blocks, 1, 1), IM2COL_BLOCK, x.gpudata, col.gpudata, *shape)
 # --8<-- [end:launch]
 
@@ -232,11 +238,17 @@ class Layer:
         n, h, w, c, k, r, s, stride, pad = layer
         return cls(*random_layer(n, h, w, c, k, r, s, rng), stride, pad)
 
-    def run(self, kernels, name: str) -> None:
-        if name == "im2col" and self.col_gpu is None:
+    def workspace(self):
+        """The im2col rung's patch matrix, allocated on first use."""
+        if self.col_gpu is None:
             from pycuda import gpuarray
 
             self.col_gpu = gpuarray.empty((self.m, self.kg), np.float32)
+        return self.col_gpu
+
+    def run(self, kernels, name: str) -> None:
+        if name == "im2col":
+            self.workspace()
         conv2d(kernels, name, self.x_gpu, self.w_gpu, self.y_gpu, self.stride, self.pad,
                col=self.col_gpu)
 
@@ -245,6 +257,9 @@ class Layer:
         ref, scale = reference(self.x, self.w, self.stride, self.pad)
         for name in rungs:
             cb.poison(self.y_gpu)
+            if name == "im2col":
+                self.workspace()
+                cb.poison(self.col_gpu)             # an element im2col misses cannot pass
             self.run(kernels, name)
             out = self.y_gpu.get().reshape(self.m, self.k)
             cb.report_check(cb.compare(label(name, self.shape), out, ref, k=bound_k(self.kg),
@@ -361,6 +376,12 @@ def main(argv=None) -> int:
         copy = cb.copy_bandwidth()
         print(f"copy bandwidth (this run): {copy / 1e12:.2f} TB/s, read + written")
         facts = {"baseline": BASELINE, "fma_peak_tflops": peak / 1e12, "copy_tbps": copy / 1e12}
+        torch = cb.torch_cuda()
+        if torch is not None:
+            torch.backends.cudnn.allow_tf32 = False
+            print(f"cuDNN {torch.backends.cudnn.version()} (PyTorch {torch.__version__}), "
+                  f"allow_tf32 = {torch.backends.cudnn.allow_tf32}")
+            facts["cudnn_version"] = torch.backends.cudnn.version()
         for key, shape in BENCH_LAYERS.items():
             facts.update(bench_layer(kernels, key, shape, args.seed, args.budget_ms, peak, copy))
         cb.report_facts(**facts)

@@ -1,8 +1,8 @@
 """Solution to exercise 2: give the stem a fourth channel.
 
 An RGB image has C = 3, so conv_implicit takes its scalar path on the
-network's first layer: four loads a thread where a float4 would do, and a
-division and two remainders for each. Padding the image to C = 4 with a
+network's first layer: four loads a thread where a float4 would do, and two
+divisions and two remainders for each. Padding the image to C = 4 with a
 channel of zeros (and the filters with a row of zeros) puts every column
 group of 4 back inside one pixel, and the kernel takes its float4 path.
 The zeros change nothing: fma(0, w, acc) is acc, so the padded
