@@ -1,0 +1,9 @@
+# There (sourced by suite.sh and try.sh): PyCUDA from .gpu, the notebook
+# runner from .whl, the helper package from code/, and the CUDA toolkit.
+export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+site=/tmp/cudabook-site
+if [ -d .whl ] && [ ! -f "$site/.installed" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .whl/*.whl && touch "$site/.installed"
+fi
+export PYTHONPATH="$PWD/code:$site${PYTHONPATH:+:$PYTHONPATH}"
+export OUT="${OUT:-/tmp/cudabook-out}"; mkdir -p "$OUT"
