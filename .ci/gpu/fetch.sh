@@ -9,7 +9,9 @@ python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implement
   --platform manylinux_2_34_x86_64 --platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 \
   --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
-  -d .whl "nbclient>=0.10" "ipykernel>=6.29" nbformat 2>&1 | grep -v "is ignored" || true
+  -d .whl "nbclient>=0.10" "ipykernel>=6.29" nbformat 2> >(grep -v "is ignored" >&2)
+# (pip's own exit status stands: only its warnings about unreachable local
+# index folders are filtered out of stderr)
 # Already in that machine's image (see the device notes); carrying a second
 # copy could shadow the version its other packages were built against.
 for p in attrs packaging psutil pygments python_dateutil typing_extensions; do rm -f .whl/"$p"-*.whl; done

@@ -5,7 +5,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source .ci/gpu/env.sh
 san=()
-if [ "${1:-}" = --san ]; then san=(compute-sanitizer --tool memcheck --error-exitcode 9); shift; fi
+if [ "${1:-}" = --san ]; then
+  san=(compute-sanitizer --tool memcheck --error-exitcode 9); shift
+  export CUDABOOK_SANITIZER=memcheck     # listings then run their small sanitizer shapes
+fi
 fail=0
 for l in "$@"; do
   for args in "" "--bench"; do
