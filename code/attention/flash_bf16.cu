@@ -86,35 +86,60 @@ __device__ __forceinline__ int swz(int row, int chunk)
     return row * D + ((chunk ^ (row & 7)) * 8);
 }
 
-// Rows row0 .. row0 + ROWS - 1 of an S x D matrix into a tile, by cp.async;
-// rows past S are filled with zeros (0 bytes copied from a valid address).
+// How THREADS threads copy a ROWS x D tile by cp.async: thread i takes
+// chunk i % CHUNKS of rows i / CHUNKS, i / CHUNKS + RSTEP, ... The rows it
+// takes differ by a multiple of 8, so they share one swizzle: the offsets
+// are worked out once, and a copy is STEPS cp.async at fixed distances.
 template <int D, int ROWS, int THREADS>
-__device__ __forceinline__ void load_tile(bf16* tile, const bf16* __restrict__ X, int row0, int S)
-{
-    constexpr int CHUNKS = D / 8;
+struct TileCopy {
+    static constexpr int CHUNKS = D / 8, RSTEP = THREADS / CHUNKS, STEPS = ROWS / RSTEP;
+    static_assert(THREADS % CHUNKS == 0 && ROWS % RSTEP == 0 && RSTEP % 8 == 0, "tile shape");
+    int row;            // this thread's first row of the tile
+    uint32_t soff;      // its byte offset in shared memory, swizzled
+    int goff;           // its element offset in the matrix, from the tile's first row
+
+    __device__ __forceinline__ TileCopy()
+        : row(threadIdx.x / CHUNKS),
+          soff(2 * swz<D>(threadIdx.x / CHUNKS, threadIdx.x % CHUNKS)),
+          goff(threadIdx.x / CHUNKS * D + threadIdx.x % CHUNKS * 8) {}
+
+    // Rows row0 .. row0 + ROWS - 1 of an S x D matrix into the tile at
+    // shared address tile; rows past S are filled with zeros (0 bytes
+    // copied from a valid address).
+    __device__ __forceinline__ void operator()(uint32_t tile, const bf16* __restrict__ X,
+                                               int row0, int S) const
+    {
+        const bf16* src = X + (size_t)row0 * D + goff;
+        const uint32_t dst = tile + soff;
+        if (row0 + ROWS <= S) {
 #pragma unroll
-    for (int i = threadIdx.x; i < ROWS * CHUNKS; i += THREADS) {
-        const int r = i / CHUNKS, c = i % CHUNKS;
-        const bool inside = row0 + r < S;
-        cp_async16(smem_addr(tile + swz<D>(r, c)),
-                   inside ? X + (size_t)(row0 + r) * D + c * 8 : X, inside ? 16 : 0);
+            for (int k = 0; k < STEPS; ++k)
+                cp_async16(dst + k * RSTEP * D * 2, src + k * RSTEP * D, 16);
+        } else {
+#pragma unroll
+            for (int k = 0; k < STEPS; ++k) {
+                const bool inside = row0 + row + k * RSTEP < S;
+                cp_async16(dst + k * RSTEP * D * 2, inside ? src + k * RSTEP * D : X, inside ? 16 : 0);
+            }
+        }
     }
-}
+};
 // --8<-- [end:tiles]
 
 // --8<-- [start:flash]
-template <int D, int MT, int BK, bool LONG_FIRST = true>
+template <int D, int MT, int BK, bool LONG_FIRST = true, int WARPS = 4, bool LAZY = false>
 __device__ __forceinline__ void flash_body(const bf16* __restrict__ Q, const bf16* __restrict__ K,
                                            const bf16* __restrict__ V, bf16* __restrict__ O,
                                            int S, float scale_log2, bool causal)
 {
-    constexpr int WARPS = 4, THREADS = 32 * WARPS, BQ = 16 * MT * WARPS;
+    constexpr int THREADS = 32 * WARPS, BQ = 16 * MT * WARPS;
     constexpr int NT = BK / 8;            // n8 tiles of scores across a key tile
     constexpr int DT = D / 8;             // n8 tiles of O across the head dimension
+    constexpr int ROW = 2 * D;            // bytes in a row of a tile
     extern __shared__ __align__(16) unsigned char smem[];
-    bf16* Qs = reinterpret_cast<bf16*>(smem);           // BQ x D
-    bf16* Ks = Qs + BQ * D;                             // 2 stages of BK x D
-    bf16* Vs = Ks + 2 * BK * D;                         // 2 stages of BK x D
+    const uint32_t Qs = smem_addr(smem);                // BQ x D
+    const uint32_t Ks = Qs + BQ * ROW;                  // 2 stages of BK x D
+    const uint32_t Vs = Ks + 2 * BK * ROW;              // 2 stages of BK x D
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     // Causal rows have as many keys as their index: block 0 takes the last
@@ -126,10 +151,24 @@ __device__ __forceinline__ void flash_body(const bf16* __restrict__ Q, const bf1
     const int kv_end = causal ? min(S, q0 + BQ) : S;
     const int tiles = (kv_end + BK - 1) / BK;
 
-    load_tile<D, BQ, THREADS>(Qs, Q, q0, S);
-    load_tile<D, BK, THREADS>(Ks, K, 0, S);
-    load_tile<D, BK, THREADS>(Vs, V, 0, S);
+    const TileCopy<D, BQ, THREADS> copy_q;
+    const TileCopy<D, BK, THREADS> copy_kv;
+    copy_q(Qs, Q, q0, S);
+    copy_kv(Ks, K, 0, S);
+    copy_kv(Vs, V, 0, S);
     cp_async_commit();
+
+    // Where each lane points ldmatrix. Every row a lane names is 8 rows
+    // (or a multiple) from row lane % 8, so its swizzle is ^ (lane % 8),
+    // and the chunk's step k16 (two chunks, 32 bytes) along a row is an
+    // exclusive or with 32 k of the offset below: no multiply in the loop.
+    const int x = lane % 8;
+    // Q (A operand): rows 16 (warp MT + i) + lane % 16, chunk 2 ks + lane / 16
+    const uint32_t q_off = (warp * MT * 16 + lane % 16) * ROW + (((lane / 16) ^ x) * 16);
+    // K (B operand, its rows are S's columns): rows 8 n + 8 (lane / 16) + x, chunk 2 ks + (lane / 8) % 2
+    const uint32_t k_off = ((lane / 16) * 8 + x) * ROW + ((((lane / 8) % 2) ^ x) * 16);
+    // V (B operand, .trans): rows 16 kk + 8 ((lane / 8) % 2) + x, chunk d + lane / 16
+    const uint32_t v_off = (((lane / 8) % 2) * 8 + x) * ROW + (((lane / 16) ^ x) * 16);
 
     float o[MT][DT][4] = {};              // O: rows g, g+8 of each m16 tile, columns 2t, 2t+1
     float m[MT][2], l[MT][2];             // running max (raw score) and sum of each of those rows
@@ -141,31 +180,29 @@ __device__ __forceinline__ void flash_body(const bf16* __restrict__ Q, const bf1
     for (int j = 0; j < tiles; ++j) {
         const int st = j & 1;
         if (j + 1 < tiles) {                            // the next tile into the other stage
-            load_tile<D, BK, THREADS>(Ks + (st ^ 1) * BK * D, K, (j + 1) * BK, S);
-            load_tile<D, BK, THREADS>(Vs + (st ^ 1) * BK * D, V, (j + 1) * BK, S);
+            copy_kv(Ks + (st ^ 1) * BK * ROW, K, (j + 1) * BK, S);
+            copy_kv(Vs + (st ^ 1) * BK * ROW, V, (j + 1) * BK, S);
             cp_async_commit();
             cp_async_wait<1>();                         // this tile (and Q) have landed
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
-        const bf16* Kt = Ks + st * BK * D;
-        const bf16* Vt = Vs + st * BK * D;
+        const uint32_t Kt = Ks + st * BK * ROW, Vt = Vs + st * BK * ROW;
 
         // S = Q K^T for this warp's 16 MT rows and the tile's BK keys.
         float s[MT][NT][4] = {};
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks) {
             uint32_t a[MT][4];
+            const uint32_t qa = Qs + (q_off ^ (32 * ks)), ka = Kt + (k_off ^ (32 * ks));
 #pragma unroll
             for (int i = 0; i < MT; ++i)
-                ldmatrix_x4(a[i], smem_addr(Qs + swz<D>((warp * MT + i) * 16 + lane % 16,
-                                                        2 * ks + lane / 16)));
+                ldmatrix_x4(a[i], qa + i * 16 * ROW);
 #pragma unroll
             for (int n = 0; n < NT; n += 2) {           // K rows are S's columns: no .trans
                 uint32_t b[4];
-                ldmatrix_x4(b, smem_addr(Kt + swz<D>(n * 8 + (lane / 16) * 8 + lane % 8,
-                                                     2 * ks + (lane / 8) % 2)));
+                ldmatrix_x4(b, ka + n * 8 * ROW);
 #pragma unroll
                 for (int i = 0; i < MT; ++i) {
                     mma_bf16(s[i][n], a[i], b[0], b[1]);
@@ -174,32 +211,51 @@ __device__ __forceinline__ void flash_body(const bf16* __restrict__ Q, const bf1
             }
         }
 
+        // Keys past S, and (causal) keys after the query, score -infinity.
+        // Only the last tile and the tiles the diagonal crosses have any:
+        // the others skip this loop whole.
+        const int k0 = j * BK;
+        if (k0 + BK > S || (causal && k0 + BK - 1 > q0)) {
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = q0 + (warp * MT + i) * 16 + g + 8 * h;
+#pragma unroll
+                    for (int n = 0; n < NT; ++n)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int key = k0 + n * 8 + 2 * t + e;
+                            if (key >= S || (causal && key > row)) s[i][n][2 * h + e] = -INFINITY;
+                        }
+                }
+        }
+
         // The online softmax, on the accumulators. Each row is spread over
         // the 4 lanes of a quad (t = 0..3): max and sum need 2 shuffles.
         // The maximum is taken of the raw scores (the scale is positive),
         // and each weight costs one FMA and one ex2: 2^(s c - m c).
-        const int k0 = j * BK;
-        const bool edge = k0 + BK > S || (causal && k0 + BK > q0);
+        float rescale[MT][2];
+        bool moved = false;
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {               // rows g (h = 0) and g + 8 (h = 1)
-                const int row = q0 + (warp * MT + i) * 16 + g + 8 * h;
                 float mx = m[i][h];
 #pragma unroll
                 for (int n = 0; n < NT; ++n)
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const int key = k0 + n * 8 + 2 * t + e;
-                        if (edge && (key >= S || (causal && key > row))) s[i][n][2 * h + e] = -INFINITY;
-                        mx = fmaxf(mx, s[i][n][2 * h + e]);
-                    }
+                    mx = fmaxf(mx, fmaxf(s[i][n][2 * h], s[i][n][2 * h + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                // LAZY: keep the old maximum unless the new one is more than
+                // 2^8 times larger in weight; weights then reach at most 256,
+                // which fp32 sums and bf16 (relative) rounding take in stride.
+                if (LAZY && !(mx * scale_log2 > m[i][h] * scale_log2 + 8.0f)) mx = m[i][h];
                 // A row with every key so far masked keeps mx = -inf: use 0
                 // so that 2^(-inf - 0) = 0 instead of 2^(-inf + inf) = NaN.
                 const float base = mx == -INFINITY ? 0.0f : mx * scale_log2;
-                const float rescale = exp2_approx(m[i][h] * scale_log2 - base);
+                rescale[i][h] = mx == m[i][h] ? 1.0f : exp2_approx(m[i][h] * scale_log2 - base);
+                moved |= mx != m[i][h];
                 float sum = 0.0f;
 #pragma unroll
                 for (int n = 0; n < NT; ++n)
@@ -211,14 +267,26 @@ __device__ __forceinline__ void flash_body(const bf16* __restrict__ Q, const bf1
                     }
                 sum += __shfl_xor_sync(0xffffffffu, sum, 1);
                 sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-                l[i][h] = l[i][h] * rescale + sum;
+                l[i][h] = l[i][h] * rescale[i][h] + sum;
                 m[i][h] = mx;
+                if (!LAZY) {
 #pragma unroll
-                for (int d = 0; d < DT; ++d) {
-                    o[i][d][2 * h] *= rescale;
-                    o[i][d][2 * h + 1] *= rescale;
+                    for (int d = 0; d < DT; ++d) {
+                        o[i][d][2 * h] *= rescale[i][h];
+                        o[i][d][2 * h + 1] *= rescale[i][h];
+                    }
                 }
             }
+        }
+        // LAZY: O's rows by their rescale factors, skipped when no row of
+        // the warp moved its maximum (the branch is the same for the warp).
+        if (LAZY && __any_sync(0xffffffffu, moved)) {
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int d = 0; d < DT; ++d)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) o[i][d][e] *= rescale[i][e / 2];
         }
 
         // O += P V. Two neighbouring n8 tiles of P's accumulators are, as
@@ -234,11 +302,11 @@ __device__ __forceinline__ void flash_body(const bf16* __restrict__ Q, const bf1
                 a[i][2] = pack_bf16(s[i][2 * kk + 1][0], s[i][2 * kk + 1][1]);
                 a[i][3] = pack_bf16(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
             }
+            const uint32_t va = Vt + kk * 16 * ROW;
 #pragma unroll
             for (int d = 0; d < DT; d += 2) {           // V is k-major: .trans
                 uint32_t b[4];
-                ldmatrix_x4_trans(b, smem_addr(Vt + swz<D>(kk * 16 + (lane / 8) % 2 * 8 + lane % 8,
-                                                           d + lane / 16)));
+                ldmatrix_x4_trans(b, va + (v_off ^ (16 * d)));
 #pragma unroll
                 for (int i = 0; i < MT; ++i) {
                     mma_bf16(o[i][d], a[i], b[0], b[1]);
@@ -246,7 +314,7 @@ __device__ __forceinline__ void flash_body(const bf16* __restrict__ Q, const bf1
                 }
             }
         }
-        __syncthreads();                                // before the next load overwrites st
+        __syncthreads();                                // before the next copy overwrites st
     }
 
     // O / l, rounded to bf16, two neighbouring columns a store.
@@ -266,7 +334,7 @@ __device__ __forceinline__ void flash_body(const bf16* __restrict__ Q, const bf1
 // --8<-- [end:flash]
 
 #define FLASH(D, MT, BK)                                                                      \
-    extern "C" __global__ void __launch_bounds__(128)                                         \
+    extern "C" __global__ __launch_bounds__(128) void                                         \
     flash_d##D##_m##MT##_n##BK(const bf16* __restrict__ Q, const bf16* __restrict__ K,        \
                                const bf16* __restrict__ V, bf16* __restrict__ O, int S,       \
                                float scale_log2, int causal)                                  \
