@@ -192,3 +192,36 @@ def test_flops_count_every_product():
     f = gb.step_flops(b, t, c, h)
     assert f["c_attn"] + f["c_proj"] + f["c_fc"] + f["c_proj2"] == 2 * b * t * c * 12 * c
     assert f["attention"] == 4 * b * h * (c // h) * t * (t + 1) / 2
+
+
+
+def test_plan_keeps_one_launch_a_step_with_checked_arguments(monkeypatch):
+    """Block.plan runs each step's wrapper once against stand-ins and keeps
+    the one prepared_call it makes; running the plan launches exactly those."""
+    b, t, c, h = 1, 3, 64, 1
+    blk = gb.Block.__new__(gb.Block)                      # no GPU: fake buffers
+    blk.shape, blk.attention = (b, t, c, h), "flash_d64_m2_n64"
+    blk.x, blk.ln1, blk.ln2, blk.merged, blk.a, blk.y = arrays(*[(b * t, c)] * 6)
+    blk.mean1, blk.rstd1, blk.mean2, blk.rstd2 = (FakeArray((b * t,), np.float32, 0x800000 + 4096 * i)
+                                                  for i in range(4))
+    blk.qkv, blk.o, blk.hid = (FakeArray(s, address=0x900000 + 0x10000 * i)
+                               for i, s in enumerate([(3, b, h, t, c), (b, h, t, c), (b * t, 4 * c)]))
+    names = ["ln1_g", "ln1_b", "attn_wt", "attn_b", "proj_wt", "proj_b", "ln2_g", "ln2_b",
+             "fc_wt", "fc_b", "proj2_wt", "proj2_b"]
+    shapes = [(c,), (c,), (c, 3 * c), (3 * c,), (c, c), (c,), (c,), (c,), (c, 4 * c), (4 * c,), (4 * c, c), (c,)]
+    blk.p = {n: FakeArray(s, address=0x2000000 + 0x10000 * i) for i, (n, s) in enumerate(zip(names, shapes))}
+    # qkv[i]: the view a GPUArray gives, i-th of three on the first axis
+    monkeypatch.setattr(FakeArray, "__getitem__", lambda self, i: FakeArray(
+        self.shape[1:], self.dtype, self.gpudata + i * (self.nbytes // self.shape[0])), raising=False)
+    kernels, calls = recorder()
+    kernels["ln"] = {(stats, kind, dt, ch): FakeKernel("layernorm", calls)
+                     for stats in gb.ln.STATS for kind, dt, ch in gb.ln._rows.register_kernels()}
+    kernels["attention"] = {name: FakeKernel(name, calls) for name in gb.flash_bf16.VARIANTS}
+    plan = blk.plan(kernels)
+    assert list(plan) == ["ln_1", "c_attn", "attention", "merge_heads", "c_proj", "ln_2", "c_fc", "c_proj2"]
+    assert calls == []                                    # planning launches nothing
+    for launch in plan.values():
+        launch()
+    assert [call[0] for call in calls] == ["layernorm", "gemm_qkv", "flash_d64_m2_n64", "merge_heads",
+                                           "gemm_residual", "layernorm", "gemm_gelu", "gemm_residual"]
+    assert calls[4][3][3] == blk.x.gpudata and calls[7][3][3] == blk.a.gpudata    # the residuals
