@@ -7,6 +7,7 @@ Candidates: old_* (the kernel of commit 56feb2d, as first tried), flash_*
 mask only on edge tiles), and wip/flash_exp.cu's lazy_* (skip O's rescale
 unless a row's max grows past 2^8 in weight), w8* (8 warps a block),
 *3/*2 (launch bounds asking for 3 or 2 blocks an SM).
+pipe* (S of the next key tile issued before the softmax of this one; one barrier a tile).
 """
 
 import math
@@ -40,7 +41,7 @@ def load():
         module = cb.compile(path)
         for line in path.read_text().splitlines():
             m = re.match(r"FLASH\((\d+), (\d), (\d+)\)", line)
-            x = re.match(r"XFLASH\((\w+),", line)
+            x = re.match(r"X(?:FLASH|PIPE)\((\w+),", line)
             if m:
                 sym = f"flash_d{m.group(1)}_m{m.group(2)}_n{m.group(3)}"
             elif x:
