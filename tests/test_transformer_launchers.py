@@ -225,3 +225,11 @@ def test_plan_keeps_one_launch_a_step_with_checked_arguments(monkeypatch):
     assert [call[0] for call in calls] == ["layernorm", "gemm_qkv", "flash_d64_m2_n64", "merge_heads",
                                            "gemm_residual", "layernorm", "gemm_gelu", "gemm_residual"]
     assert calls[4][3][3] == blk.x.gpudata and calls[7][3][3] == blk.a.gpudata    # the residuals
+
+
+def test_step_bytes_count_each_launch():
+    b, t, c, h = 8, 1024, 768, 12
+    e, w = 2 * b * t * c, 2 * c * c
+    got = gb.step_bytes(b, t, c, h)
+    assert got["c_fc"] == e + 4 * w + 4 * e and got["merge_heads"] == 2 * e
+    assert set(got) == set(gb.step_flops(b, t, c, h)) | {"ln_1", "ln_2", "merge_heads"}
