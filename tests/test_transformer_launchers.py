@@ -233,3 +233,15 @@ def test_step_bytes_count_each_launch():
     got = gb.step_bytes(b, t, c, h)
     assert got["c_fc"] == e + 4 * w + 4 * e and got["merge_heads"] == 2 * e
     assert set(got) == set(gb.step_flops(b, t, c, h)) | {"ln_1", "ln_2", "merge_heads"}
+
+
+def test_outputs_may_not_overlap_inputs():
+    kernels, _ = recorder()
+    a, w, bias, res = arrays((300, 64), (64, 64), (64,), (300, 64))
+    with pytest.raises(ValueError, match="out: overlaps a"):
+        gb.linear(kernels, "bias", a, w, bias, FakeArray((300, 64), address=a.gpudata))
+    with pytest.raises(ValueError, match="out: overlaps res"):
+        gb.linear(kernels, "residual", a, w, bias, FakeArray((300, 64), address=res.gpudata + 64), res=res)
+    o = FakeArray((1, 2, 3, 64), address=0x900000)
+    with pytest.raises(ValueError, match="y: overlaps o"):
+        gb.merge_heads(kernels, o, FakeArray((3, 128), address=0x900000))

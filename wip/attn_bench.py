@@ -2,7 +2,7 @@
 side with SDPA on one GPU, each checked against float64 first.
 
 Run there:  python3 wip/attn_bench.py [--quick]
-Candidates: old_* (the kernel of commit 56feb2d, as first tried), flash_*
+Candidates: old_* (the kernel of commit d295c71, as first tried), flash_*
 (the listing now: copy offsets and ldmatrix addresses worked out once, the
 mask only on edge tiles), and wip/flash_exp.cu's lazy_* (skip O's rescale
 unless a row's max grows past 2^8 in weight), w8* (8 warps a block),

@@ -10,6 +10,8 @@ product through memory, 4 bytes written and 4 read per element.
 Run:    python code/transformer/ex1_unfused_tail.py [--seed S] [--bench]
 Checks: both ways, every element, against float64 of the same bf16
         inputs with the chapter's bound for a product with a GELU tail,
+        and the two ways against each other bit for bit (the same
+        arithmetic in the same order),
         at M x K x N = 1x64x8, 33x64x40, 300x128x512 (under
         compute-sanitizer the first two), and under --bench at 8192 x 768
         x 3072.
@@ -72,6 +74,7 @@ def operands(m, k, n, rng):
 
 def check_shape(kernels, m, k, n, rng, torch=None):
     host, (a, w, b), c32, out = operands(m, k, n, rng)
+    got = {}
     for name in ("fused", "unfused"):
         cb.poison(out)
         if name == "fused":
@@ -79,7 +82,10 @@ def check_shape(kernels, m, k, n, rng, torch=None):
         else:
             cb.poison(c32)
             unfused(kernels, a, w, b, c32, out)
-        gb.check_product(f"{name} {m}x{k}x{n}", out.get(), *host, "gelu", torch=torch)
+        got[name] = out.get()
+        gb.check_product(f"{name} {m}x{k}x{n}", got[name], *host, "gelu", torch=torch)
+    # Same main loop, same roundings in the same order: the same bits.
+    cb.report_check(cb.compare(f"unfused == fused {m}x{k}x{n}", got["unfused"], got["fused"], k=0))
     return host, (a, w, b), c32, out
 
 

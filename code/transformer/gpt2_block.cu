@@ -42,19 +42,46 @@ __device__ __forceinline__ void epilogue_store(const float acc[4][8][4], const b
                                                const bf16* __restrict__ res, bf16* __restrict__ out,
                                                int row0, int col0, int M, int N, int T, int D)
 {
+    const int lane = threadIdx.x % 32;
+    // Where element (r, c) goes: rpart (from its row) + cpart (from its
+    // column), each worked out once for the lane's 8 rows and 8 column
+    // pairs, so the divisions of the heads layout stay out of the stores.
+    size_t rpart[4][2], cpart[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = row0 + 16 * i + lane / 4 + 8 * h;
+            if constexpr (EPI == EPI_QKV) {               // token t of sequence r / T
+                const int H = N / 3 / D;
+                rpart[i][h] = ((size_t)(r / T) * H * T + r % T) * D;
+            } else {
+                rpart[i][h] = (size_t)r * N;
+            }
+        }
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-        const int c = col0 + 8 * j + 2 * (threadIdx.x % 4);
+        const int c = col0 + 8 * j + 2 * (lane % 4);
+        if constexpr (EPI == EPI_QKV) {                   // matrix w, head, element c % D
+            const int C = N / 3, w = c / C, cc = c - w * C, head = cc / D;
+            cpart[j] = (size_t)w * M * C + (size_t)head * T * D + (cc - head * D);
+        } else {
+            cpart[j] = c;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const int c = col0 + 8 * j + 2 * (lane % 4);
         if (c >= N) continue;                       // N % 8 == 0: c < N means c + 1 < N
         const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + c));
 #pragma unroll
         for (int i = 0; i < 4; ++i)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int r = row0 + 16 * i + (threadIdx.x % 32) / 4 + 8 * h;
+                const int r = row0 + 16 * i + lane / 4 + 8 * h;
                 if (r >= M) continue;
                 float v0 = acc[i][j][2 * h] + b.x, v1 = acc[i][j][2 * h + 1] + b.y;
-                size_t dst = (size_t)r * N + c;
+                const size_t dst = rpart[i][h] + cpart[j];
                 if constexpr (EPI == EPI_GELU) {
                     v0 = gelu_tanh(v0);
                     v1 = gelu_tanh(v1);
@@ -62,10 +89,6 @@ __device__ __forceinline__ void epilogue_store(const float acc[4][8][4], const b
                     const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(res + dst));
                     v0 += x.x;
                     v1 += x.y;
-                } else if constexpr (EPI == EPI_QKV) {
-                    const int C = N / 3, which = c / C, head = (c % C) / D, d = c % D;
-                    const int seq = r / T, t = r % T, H = C / D;
-                    dst = (size_t)which * M * C + (((size_t)seq * H + head) * T + t) * D + d;
                 }
                 *reinterpret_cast<__nv_bfloat162*>(out + dst) = __floats2bfloat162_rn(v0, v1);
             }
@@ -147,17 +170,13 @@ GEMM_TAIL(gemm_qkv, EPI_QKV)
 extern "C" __global__ void merge_heads(const bf16* __restrict__ o, bf16* __restrict__ y,
                                        int B, int H, int T, int D)
 {
-    const size_t n8 = (size_t)B * H * T * D / 8;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n8;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const size_t e = 8 * i;                         // element of y: (b T + t) H D + h D + d
-        const int d = e % D;
-        const size_t hd = e / D;                        // (b T + t) H + h
-        const int h = hd % H;
-        const size_t bt = hd / H;                       // b T + t
-        const int t = bt % T;
-        const size_t b = bt / T;
-        const size_t src = ((b * H + h) * T + t) * D + d;
+    const int n8 = B * H * T * D / 8;                   // the host keeps B H T D below 2^31
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
+        const int e = 8 * i;                            // element of y: (b T + t) H D + h D + d
+        const int d = e % D, hd = e / D;                // hd = (b T + t) H + h
+        const int h = hd % H, bt = hd / H;              // bt = b T + t
+        const int t = bt % T, b = bt / T;
+        const int src = ((b * H + h) * T + t) * D + d;
         *reinterpret_cast<uint4*>(y + e) = *reinterpret_cast<const uint4*>(o + src);
     }
 }

@@ -82,6 +82,18 @@ def load_kernels() -> dict:
     return out
 
 
+def _overlaps(x, y) -> bool:
+    p, q = int(x.gpudata), int(y.gpudata)
+    return p < q + y.nbytes and q < p + x.nbytes
+
+
+def _check_separate(out_name: str, out, **inputs) -> None:
+    """The output must overlap no input: blocks write it while others still read."""
+    for name, x in inputs.items():
+        if x is not None and _overlaps(out, x):
+            raise ValueError(f"{out_name}: overlaps {name}; the launch needs a separate output")
+
+
 def _check_product(a, w_t, bias) -> tuple[int, int, int]:
     cb.check_array("a", a, dtype=np.uint16, ndim=2, on_device=True, alignment=16)
     cb.check_array("w_t", w_t, dtype=np.uint16, ndim=2, on_device=True, alignment=16)
@@ -110,6 +122,7 @@ def linear(kernels, tail: str, a, w_t, bias, out, res=None) -> None:
         cb.check_array("res", res, dtype=np.uint16, shape=(m, n), on_device=True, alignment=16)
     elif res is not None:
         raise ValueError(f"res: only the residual tail takes one (tail is {tail!r})")
+    _check_separate("out", out, a=a, w_t=w_t, bias=bias, res=res)
     grid = (cb.ceil_div(n, TILE), cb.ceil_div(m, TILE), 1)
     kernels[TAILS[tail]].prepared_call(grid, (128, 1, 1), a.gpudata, w_t.gpudata, bias.gpudata,
                                        (res if res is not None else out).gpudata, out.gpudata,
@@ -125,6 +138,7 @@ def linear_qkv(kernels, a, w_t, bias, qkv) -> None:
     if three != 3 or b * t != m or 3 * h * d != n or d % 8:
         raise ValueError(f"qkv: expected (3, B, H, T, D) with B T = {m:,}, 3 H D = {n:,} and "
                          f"D a multiple of 8, got shape {tuple(qkv.shape)}")
+    _check_separate("qkv", qkv, a=a, w_t=w_t, bias=bias)
     grid = (cb.ceil_div(n, TILE), cb.ceil_div(m, TILE), 1)
     kernels["gemm_qkv"].prepared_call(grid, (128, 1, 1), a.gpudata, w_t.gpudata, bias.gpudata,
                                       qkv.gpudata, qkv.gpudata, np.int32(m), np.int32(n), np.int32(k), np.int32(t),
@@ -137,7 +151,9 @@ def merge_heads(kernels, o, y) -> None:
     b, h, t, d = o.shape
     if d % 8:
         raise ValueError(f"o: merge_heads moves 8 elements at a time; D must be a multiple of 8, got {d}")
+    cb.check_size("o.size", b * h * t * d)                  # the kernel's indices are int
     cb.check_array("y", y, dtype=np.uint16, shape=(b * t, h * d), on_device=True, alignment=16)
+    _check_separate("y", y, o=o)
     n8 = b * h * t * d // 8
     kernels["merge_heads"].prepared_call((min(cb.ceil_div(n8, 256), 2**31 - 1), 1, 1), (256, 1, 1),
                                          o.gpudata, y.gpudata, np.int32(b), np.int32(h), np.int32(t),
