@@ -6,27 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from fakes import FakeArray, FakeKernel
 
 from attention import _ref
 from attention import flash_bf16 as fb
-
-
-class FakeArray:
-    def __init__(self, shape, dtype=np.uint16, address=0x10000):
-        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
-        self.size = int(np.prod(self.shape))
-        self.nbytes = self.size * self.dtype.itemsize
-        self.strides = np.empty(self.shape, self.dtype).strides if self.size < 10**6 else None
-        self.gpudata = address
-        self.flags = type("Flags", (), {"c_contiguous": True})()
-
-
-class FakeKernel:
-    def __init__(self, key, calls):
-        self.key, self.calls = key, calls
-
-    def prepared_call(self, grid, block, *args, **kw):
-        self.calls.append((self.key, grid, block, args, kw))
 
 
 def recorder():

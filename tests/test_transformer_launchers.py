@@ -8,27 +8,10 @@ import math
 
 import numpy as np
 import pytest
+from fakes import FakeArray, FakeKernel
 
 from matmul_tc.tc_gemm import from_bf16, to_bf16
 from transformer import gpt2_block as gb
-
-
-class FakeArray:
-    def __init__(self, shape, dtype=np.uint16, address=0x10000):
-        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
-        self.size = int(np.prod(self.shape))
-        self.nbytes = self.size * self.dtype.itemsize
-        self.strides = np.empty(self.shape, self.dtype).strides
-        self.gpudata = address
-        self.flags = type("Flags", (), {"c_contiguous": True})()
-
-
-class FakeKernel:
-    def __init__(self, key, calls):
-        self.key, self.calls = key, calls
-
-    def prepared_call(self, grid, block, *args, **kw):
-        self.calls.append((self.key, grid, block, args, kw))
 
 
 def recorder():
@@ -195,7 +178,7 @@ def test_flops_count_every_product():
 
 
 
-def test_plan_keeps_one_launch_a_step_with_checked_arguments(monkeypatch):
+def test_plan_keeps_one_launch_a_step_with_checked_arguments():
     """Block.plan runs each step's wrapper once against stand-ins and keeps
     the one prepared_call it makes; running the plan launches exactly those."""
     b, t, c, h = 1, 3, 64, 1
@@ -210,9 +193,6 @@ def test_plan_keeps_one_launch_a_step_with_checked_arguments(monkeypatch):
              "fc_wt", "fc_b", "proj2_wt", "proj2_b"]
     shapes = [(c,), (c,), (c, 3 * c), (3 * c,), (c, c), (c,), (c,), (c,), (c, 4 * c), (4 * c,), (4 * c, c), (c,)]
     blk.p = {n: FakeArray(s, address=0x2000000 + 0x10000 * i) for i, (n, s) in enumerate(zip(names, shapes))}
-    # qkv[i]: the view a GPUArray gives, i-th of three on the first axis
-    monkeypatch.setattr(FakeArray, "__getitem__", lambda self, i: FakeArray(
-        self.shape[1:], self.dtype, self.gpudata + i * (self.nbytes // self.shape[0])), raising=False)
     kernels, calls = recorder()
     kernels["ln"] = {(stats, kind, dt, ch): FakeKernel("layernorm", calls)
                      for stats in gb.ln.STATS for kind, dt, ch in gb.ln._rows.register_kernels()}

@@ -1,0 +1,36 @@
+"""Stand-ins for PyCUDA's GPU arrays and prepared kernels, for the CPU tests
+of launch wrappers: what a wrapper reads from an array (shape, dtype,
+strides, flags, address) and what it passes to a launch."""
+
+import numpy as np
+
+
+class FakeArray:
+    """A C-contiguous device array at `address`; indexing the first axis
+    gives a view, as GPUArray does."""
+
+    def __init__(self, shape, dtype=np.uint16, address=0x10000):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.size, self.ndim = int(np.prod(self.shape)), len(self.shape)
+        self.nbytes = self.size * self.dtype.itemsize
+        strides, step = [], self.dtype.itemsize
+        for n in reversed(self.shape):
+            strides.append(step)
+            step *= n
+        self.strides = tuple(reversed(strides))
+        self.gpudata = address
+        self.flags = type("Flags", (), {"c_contiguous": True})()
+
+    def __getitem__(self, i: int) -> "FakeArray":
+        return FakeArray(self.shape[1:], self.dtype, self.gpudata + i * self.strides[0])
+
+
+class FakeKernel:
+    """A prepared kernel that keeps each launch in `calls` as
+    (key, grid, block, args, keyword args)."""
+
+    def __init__(self, key, calls: list):
+        self.key, self.calls = key, calls
+
+    def prepared_call(self, grid, block, *args, **kw):
+        self.calls.append((self.key, grid, block, args, kw))
