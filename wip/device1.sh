@@ -10,5 +10,4 @@ timeout 240 bash .gpu/gpu-env.sh python3 wip/attn_bench.py --quick 2>&1 | tee "$
 # 2. ch17 listings once and with --bench (torch.compile included)
 timeout 200 bash .ci/gpu/try.sh transformer/gpt2_block transformer/ex1_unfused_tail
 # 3. memcheck on the restructured kernel and the block at their sanitizer shapes
-export CUDABOOK_SANITIZER=memcheck
 timeout 120 bash .ci/gpu/try.sh --san attention/flash_bf16 transformer/gpt2_block
