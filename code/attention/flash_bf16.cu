@@ -127,12 +127,12 @@ struct TileCopy {
 // --8<-- [end:tiles]
 
 // --8<-- [start:flash]
-template <int D, int MT, int BK, bool LONG_FIRST = true, int WARPS = 4, bool LAZY = false>
+template <int D, int MT, int BK, bool LONG_FIRST = true>
 __device__ __forceinline__ void flash_body(const bf16* __restrict__ Q, const bf16* __restrict__ K,
                                            const bf16* __restrict__ V, bf16* __restrict__ O,
                                            int S, float scale_log2, bool causal)
 {
-    constexpr int THREADS = 32 * WARPS, BQ = 16 * MT * WARPS;
+    constexpr int WARPS = 4, THREADS = 32 * WARPS, BQ = 16 * MT * WARPS;
     constexpr int NT = BK / 8;            // n8 tiles of scores across a key tile
     constexpr int DT = D / 8;             // n8 tiles of O across the head dimension
     constexpr int ROW = 2 * D;            // bytes in a row of a tile
@@ -236,7 +236,6 @@ __device__ __forceinline__ void flash_body(const bf16* __restrict__ Q, const bf1
         // The maximum is taken of the raw scores (the scale is positive),
         // and each weight costs one FMA and one ex2: 2^(s c - m c).
         float rescale[MT][2];
-        bool moved = false;
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
 #pragma unroll
@@ -247,15 +246,10 @@ __device__ __forceinline__ void flash_body(const bf16* __restrict__ Q, const bf1
                     mx = fmaxf(mx, fmaxf(s[i][n][2 * h], s[i][n][2 * h + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                // LAZY: keep the old maximum unless the new one is more than
-                // 2^8 times larger in weight; weights then reach at most 256,
-                // which fp32 sums and bf16 (relative) rounding take in stride.
-                if (LAZY && !(mx * scale_log2 > m[i][h] * scale_log2 + 8.0f)) mx = m[i][h];
                 // A row with every key so far masked keeps mx = -inf: use 0
                 // so that 2^(-inf - 0) = 0 instead of 2^(-inf + inf) = NaN.
                 const float base = mx == -INFINITY ? 0.0f : mx * scale_log2;
                 rescale[i][h] = mx == m[i][h] ? 1.0f : exp2_approx(m[i][h] * scale_log2 - base);
-                moved |= mx != m[i][h];
                 float sum = 0.0f;
 #pragma unroll
                 for (int n = 0; n < NT; ++n)
@@ -269,24 +263,12 @@ __device__ __forceinline__ void flash_body(const bf16* __restrict__ Q, const bf1
                 sum += __shfl_xor_sync(0xffffffffu, sum, 2);
                 l[i][h] = l[i][h] * rescale[i][h] + sum;
                 m[i][h] = mx;
-                if (!LAZY) {
 #pragma unroll
-                    for (int d = 0; d < DT; ++d) {
-                        o[i][d][2 * h] *= rescale[i][h];
-                        o[i][d][2 * h + 1] *= rescale[i][h];
-                    }
+                for (int d = 0; d < DT; ++d) {
+                    o[i][d][2 * h] *= rescale[i][h];
+                    o[i][d][2 * h + 1] *= rescale[i][h];
                 }
             }
-        }
-        // LAZY: O's rows by their rescale factors, skipped when no row of
-        // the warp moved its maximum (the branch is the same for the warp).
-        if (LAZY && __any_sync(0xffffffffu, moved)) {
-#pragma unroll
-            for (int i = 0; i < MT; ++i)
-#pragma unroll
-                for (int d = 0; d < DT; ++d)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) o[i][d][e] *= rescale[i][e / 2];
         }
 
         // O += P V. Two neighbouring n8 tiles of P's accumulators are, as
