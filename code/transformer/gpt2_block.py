@@ -340,7 +340,8 @@ def block64(x, p, b, t, c, h) -> np.ndarray:
 
 # --8<-- [start:torch]
 def torch_block(torch, c: int, h: int, params64: dict, dtype):
-    """nanoGPT's Block (GPT-2's), with our weights, in `dtype`, on the GPU."""
+    """nanoGPT's Block with GPT-2's tanh GELU (nanoGPT's nn.GELU() is the
+    erf form), with our weights, in `dtype`, on the GPU."""
     import torch.nn.functional as F
 
     class GPT2Block(torch.nn.Module):
