@@ -24,6 +24,11 @@ class FakeArray:
     def __getitem__(self, i: int) -> "FakeArray":
         return FakeArray(self.shape[1:], self.dtype, self.gpudata + i * self.strides[0])
 
+    def reshape(self, *shape) -> "FakeArray":
+        """A view of the same bytes in another shape."""
+        assert int(np.prod(shape)) == self.size, (shape, self.shape)
+        return FakeArray(shape, self.dtype, self.gpudata)
+
 
 class FakeKernel:
     """A prepared kernel that keeps each launch in `calls` as

@@ -6,35 +6,17 @@ The GPU suite runs the kernels for real; this test catches a host-side
 mistake (a wrong grid, a reshape, a bad check) before it costs a GPU run.
 """
 
+import fakes
 import numpy as np
 import pytest
+from fakes import FakeKernel
 
 from conv import conv2d
 
 
-class FakeArray:
-    """What the launchers read from a GPUArray: shape, dtype, strides,
-    flags, address; reshape gives a view at the same address."""
-
-    def __init__(self, shape, dtype=np.float32, address=0x10000):
-        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
-        self.size, self.ndim = int(np.prod(self.shape)), len(self.shape)
-        self.nbytes = self.size * self.dtype.itemsize
-        self.strides = np.empty(self.shape, self.dtype).strides if self.size < 10**6 else None
-        self.gpudata = address
-        self.flags = type("Flags", (), {"c_contiguous": True})()
-
-    def reshape(self, *shape):
-        assert int(np.prod(shape)) == self.size
-        return FakeArray(shape, self.dtype, self.gpudata)
-
-
-class FakeKernel:
-    def __init__(self, key, calls):
-        self.key, self.calls = key, calls
-
-    def prepared_call(self, grid, block, *args):
-        self.calls.append((self.key, grid, block, args))
+def FakeArray(shape, dtype=np.float32, address=0x10000):
+    """tests/fakes.py's stand-in, float32 unless told (as this chapter's arrays are)."""
+    return fakes.FakeArray(shape, dtype, address)
 
 
 def recorder():
