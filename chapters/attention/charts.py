@@ -72,10 +72,7 @@ def bf16_chart(chapter: str) -> bytes | None:
     axes[-1].set_xlabel("TFLOP/s at B = 8, H = 16 (4·B·H·S²·D FLOPs; causal: half)")
     fig.suptitle(plots.title(lst, rec, "Attention forward, bf16"), fontsize=12)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    handles, names = axes[1].get_legend_handles_labels()
-    handles.append(plt.Line2D([], [], linestyle="none"))
-    names.append("in brackets: share of the fastest SDPA backend")
-    fig.legend(handles, names, loc="lower center", ncols=1, fontsize=11, frameon=False)
+    plots.legend_below(fig, axes[1], "in brackets: share of the fastest SDPA backend")
     return plots.svg(fig)
 
 

@@ -45,10 +45,7 @@ def layers_chart(chapter: str) -> bytes | None:
     axes[-1].set_xlabel("TFLOP/s (2·N·P·Q·K·R·S·C FLOPs per layer), batch of 32")
     fig.suptitle(plots.title(lst, rec, "Convolution, float32"), fontsize=12)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    handles, names = axes[0].get_legend_handles_labels()
-    handles.append(plt.Line2D([], [], linestyle="none"))
-    names.append("in brackets: share of cuDNN's rate in its faster layout")
-    fig.legend(handles, names, loc="lower center", ncols=1, fontsize=11, frameon=False)
+    plots.legend_below(fig, axes[0], "in brackets: share of cuDNN's rate in its faster layout")
     return plots.svg(fig)
 
 

@@ -48,10 +48,7 @@ def ladder_chart(chapter: str) -> bytes | None:
     axes[-1].set_xlabel("TFLOP/s (2·M·N·K FLOPs per product)")
     fig.suptitle(plots.title(lst, rec, "SGEMM ladder"), fontsize=12)
     fig.tight_layout(rect=(0, 0.075, 1, 1))
-    handles, names = axes[0].get_legend_handles_labels()
-    handles.append(plt.Line2D([], [], linestyle="none"))
-    names.append("in brackets: the rung's rate as a share of cuBLAS's")
-    fig.legend(handles, names, loc="lower center", ncols=1, fontsize=11, frameon=False)
+    plots.legend_below(fig, axes[0], "in brackets: the rung's rate as a share of cuBLAS's")
     return plots.svg(fig)
 
 

@@ -21,12 +21,6 @@ GREY = "#9e9e9e"
 ATTENTION = plots.COLOURS[2]
 
 
-def Patch(**kw):
-    from matplotlib.patches import Patch as _Patch
-
-    return _Patch(**kw)
-
-
 def _us(ms: float) -> str:
     return f"{1000 * ms:,.0f} µs" if ms >= 0.0095 else f"{1000 * ms:.1f} µs"
 
@@ -41,6 +35,7 @@ def steps_chart(chapter: str) -> bytes | None:
         return plots.pending(chapter, "gpt2_block")
     lst, rec, f = found
     plt = plots.pyplot()
+    from matplotlib.patches import Patch
     fig, (top, ax) = plt.subplots(2, 1, figsize=(7.5, 10.4), height_ratios=(2.2, 9.0))
 
     labels, values, colours, texts = [], [], [], []
@@ -93,6 +88,7 @@ def lengths_chart(chapter: str) -> bytes | None:
         return plots.pending(chapter, "ex3_long_sequences")
     lst, rec, f = found
     plt = plots.pyplot()
+    from matplotlib.patches import Patch
     rows = []                   # (label, attention µs, rest µs, colour of the rest)
     for t in LENGTHS:
         tag = f"t{t}_"

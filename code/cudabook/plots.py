@@ -76,6 +76,18 @@ def labelled_bars(ax, labels, values, colours, texts, *, gap: float, height: flo
     ax.invert_yaxis()
 
 
+def legend_below(fig, ax, note: str) -> None:
+    """The figure's legend, centred under its panels: the labelled lines of
+    `ax`, then `note` on a line of its own (what a bar's bracketed figure
+    means)."""
+    import matplotlib.pyplot as plt
+
+    handles, names = ax.get_legend_handles_labels()
+    handles.append(plt.Line2D([], [], linestyle="none"))
+    names.append(note)
+    fig.legend(handles, names, loc="lower center", ncols=1, fontsize=11, frameon=False)
+
+
 def svg(fig) -> bytes:
     import matplotlib.pyplot as plt
 
