@@ -21,13 +21,37 @@ class FakeArray:
         self.gpudata = address
         self.flags = type("Flags", (), {"c_contiguous": True})()
 
-    def __getitem__(self, i: int) -> "FakeArray":
+    def __getitem__(self, i):
+        """An index gives the sub-array at it; a slice, the rows it covers
+        (views, as GPUArray's)."""
+        if isinstance(i, slice):
+            start, stop, _ = i.indices(self.shape[0])
+            return FakeArray((stop - start,) + self.shape[1:], self.dtype,
+                             self.gpudata + start * self.strides[0])
         return FakeArray(self.shape[1:], self.dtype, self.gpudata + i * self.strides[0])
 
     def reshape(self, *shape) -> "FakeArray":
         """A view of the same bytes in another shape."""
         assert int(np.prod(shape)) == self.size, (shape, self.shape)
         return FakeArray(shape, self.dtype, self.gpudata)
+
+
+def laid_out(shapes, dtype=np.uint16, start=0x10000) -> list:
+    """Fake arrays of `shapes`, one after another, each on a 256-byte
+    boundary past the one before, as cudaMalloc places them."""
+    out, addr = [], start
+    for shape in shapes:
+        a = FakeArray(shape, dtype, addr)
+        out.append(a)
+        addr = (addr + a.nbytes + 511) // 256 * 256
+    return out
+
+
+def recorder(keys) -> tuple[dict, list]:
+    """Fake prepared kernels, one for each of `keys`, and the one list their
+    launches go to."""
+    calls = []
+    return {k: FakeKernel(k, calls) for k in keys}, calls
 
 
 class FakeKernel:

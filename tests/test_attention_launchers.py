@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+import fakes
 from fakes import FakeArray, FakeKernel
 
 from attention import _ref
@@ -13,18 +14,12 @@ from attention import flash_bf16 as fb
 
 
 def recorder():
-    calls = []
-    return {k: FakeKernel(k, calls) for k in fb.VARIANTS}, calls
+    return fakes.recorder(fb.VARIANTS)
 
 
 def four(shape):
     """q, k, v, o one after another, on 256-byte boundaries."""
-    out, addr = [], 0x10000
-    for _ in range(4):
-        a = FakeArray(shape, address=addr)
-        out.append(a)
-        addr = (addr + a.nbytes + 511) // 256 * 256
-    return out
+    return fakes.laid_out([shape] * 4)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -109,34 +104,18 @@ from attention import attention_fp32 as af  # noqa: E402
 
 
 def fp32_recorder():
-    calls = []
-    kernels = {k: FakeKernel(k, calls) for k in ("scores", "pv", "flash_fp32_d64", "flash_fp32_d128")}
+    kernels, calls = fakes.recorder(("scores", "pv", "flash_fp32_d64", "flash_fp32_d128"))
     from softmax_norm import _rows, softmax
     keys = [(k, d, 0) for d in _rows.DTYPES for k in ("safe", "online")] + _rows.register_kernels()
     kernels["softmax"] = {key: FakeKernel(("softmax", key), calls) for key in keys}
     return kernels, calls
 
 
-class SliceableArray(FakeArray):
-    def reshape(self, *shape):
-        return SliceableArray(shape, self.dtype, self.gpudata)
-
-    def __getitem__(self, sl):
-        start, stop, _ = sl.indices(self.shape[0])
-        row = self.nbytes // self.shape[0]
-        return SliceableArray((stop - start,) + self.shape[1:], self.dtype, self.gpudata + start * row)
-
-
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", [(1, 1, 1, 64), (2, 3, 77, 64), (1, 2, 130, 128), (8, 16, 4096, 128)])
 def test_fp32_ways_launch_grids_that_cover_the_output(shape, causal):
     b, h, s, d = shape
-    addr, arrs = 0x10000, []
-    for sh in [shape] * 4 + [(b, h, s, s)] * 2:
-        a = SliceableArray(sh, np.float32, addr)
-        arrs.append(a)
-        addr = (addr + a.nbytes + 511) // 256 * 256
-    q, k, v, o, sc, p = arrs
+    q, k, v, o, sc, p = fakes.laid_out([shape] * 4 + [(b, h, s, s)] * 2, np.float32)
     kernels, calls = fp32_recorder()
     af.attention(kernels, "flash_fp32", q, k, v, o, causal)
     af.attention(kernels, "three_kernel", q, k, v, o, causal, work=[sc, p])
@@ -156,9 +135,9 @@ def test_fp32_ways_launch_grids_that_cover_the_output(shape, causal):
 
 def test_fp32_three_kernel_needs_its_work_arrays():
     shape = (1, 1, 70, 64)
-    q, k, v, o = (SliceableArray(shape, np.float32, 0x10000 + i * 0x10000) for i in range(4))
+    q, k, v, o = (FakeArray(shape, np.float32, 0x10000 + i * 0x10000) for i in range(4))
     with pytest.raises(ValueError, match="work: three_kernel needs two"):
         af.attention(fp32_recorder()[0], "three_kernel", q, k, v, o)
     with pytest.raises(ValueError, match="head dimension D must be one of"):
-        q2 = SliceableArray((1, 1, 70, 32), np.float32, 0x10000)
+        q2 = FakeArray((1, 1, 70, 32), np.float32, 0x10000)
         af.attention(fp32_recorder()[0], "flash_fp32", q2, q2, q2, o)

@@ -20,8 +20,7 @@ def FakeArray(shape, dtype=np.float32, address=0x10000):
 
 
 def recorder():
-    calls = []
-    kernels = {k: FakeKernel(k, calls) for k in ("conv_direct", "conv_implicit", "im2col")}
+    kernels, calls = fakes.recorder(("conv_direct", "conv_implicit", "im2col"))
     kernels["sgemm"] = {"sgemm_double_buffer": FakeKernel("sgemm", calls)}
     return kernels, calls
 
@@ -52,18 +51,11 @@ def test_reference_is_the_definition(shape):
     assert (scale >= np.abs(ref) - 1e-9).all()
 
 
-def _after(a):
-    """An address past `a`, on a 256-byte boundary as cudaMalloc gives."""
-    return (a.gpudata + a.nbytes + 511) // 256 * 256
-
-
 def arrays(shape, address=0x10000):
     n, h, w, c, k, r, s, stride, pad = shape
     p, q = conv2d.out_size(h, w, r, s, stride, pad)
-    x = FakeArray((n, h, w, c), address=address)
-    wt = FakeArray((r, s, c, k), address=_after(x))
-    y = FakeArray((n, p, q, k), address=_after(wt))
-    col = FakeArray((n * p * q, r * s * c), address=_after(y))
+    x, wt, y, col = fakes.laid_out([(n, h, w, c), (r, s, c, k), (n, p, q, k), (n * p * q, r * s * c)],
+                                   np.float32, address)
     return x, wt, y, col, n * p * q
 
 

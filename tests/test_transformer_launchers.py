@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+import fakes
 from fakes import FakeArray, FakeKernel
 
 from matmul_tc.tc_gemm import from_bf16, to_bf16
@@ -15,17 +16,11 @@ from transformer import gpt2_block as gb
 
 
 def recorder():
-    calls = []
-    return {k: FakeKernel(k, calls) for k in (*gb.TAILS.values(), "gemm_qkv", "merge_heads")}, calls
+    return fakes.recorder((*gb.TAILS.values(), "gemm_qkv", "merge_heads"))
 
 
 def arrays(*shapes):
-    out, addr = [], 0x10000
-    for s in shapes:
-        a = FakeArray(s, address=addr)
-        out.append(a)
-        addr = (addr + a.nbytes + 511) // 256 * 256
-    return out
+    return fakes.laid_out(shapes)
 
 
 @pytest.mark.parametrize("b,t,c,h", [(1, 1, 64, 1), (2, 5, 128, 2), (3, 7, 192, 3)])
