@@ -1,5 +1,7 @@
 """Every kernel compiles with nvcc, with the flags the helper uses at run
-time, for sm_80 and sm_90, and ptxas reports no spills.
+time, for sm_80 and sm_90, and ptxas reports no spills. A kernel file that
+uses one architecture's own instructions (Hopper's wgmma: sm_90a) says so
+in a line `// cudabook: arch <arch>`, and is compiled for that one alone.
 
 Needs no GPU: nvcc comes from the CUDA toolkit or from PyPI
 (`pip install -e ".[dev]"` installs nvidia-cuda-nvcc).
@@ -20,6 +22,16 @@ from cudabook.gpu import find_nvcc
 
 KERNELS = [lst for lst in LISTINGS if lst.cu is not None]
 ARCHS = ["sm_80", "sm_90"]
+
+
+def archs_of(listing) -> list[str]:
+    """The architectures a kernel file is built for: its `cudabook: arch`
+    line's, else ARCHS."""
+    m = re.search(r"//\s*cudabook:\s*arch\s+(sm_\w+)", listing.cu.read_text())
+    return [m.group(1)] if m else ARCHS
+
+
+BUILDS = [(lst, arch) for lst in KERNELS for arch in archs_of(lst)]
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +66,7 @@ ptxas info    : Used 255 registers, used 0 barriers"""
     assert parse_ptxas(sample) == {"k": {"stack": 8, "spill_stores": 4, "spill_loads": 4, "registers": 255}}
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("listing", KERNELS, ids=lambda lst: lst.id)
+@pytest.mark.parametrize("listing, arch", BUILDS, ids=[f"{lst.id}-{arch}" for lst, arch in BUILDS])
 def test_compiles_without_spills(listing, arch, nvcc, tmp_path):
     cmd = nvcc_command(listing.cu, arch, tmp_path / "k.cubin", nvcc=nvcc)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -74,3 +85,13 @@ def test_compiles_without_spills(listing, arch, nvcc, tmp_path):
     for name, info in kernels.items():
         assert info.get("spill_stores", 0) == 0 and info.get("spill_loads", 0) == 0, \
             f"{listing.cu.name}:{name} spills on {arch}: {info}"
+
+
+@pytest.mark.parametrize("listing", [lst for lst in KERNELS if archs_of(lst) != ARCHS],
+                         ids=lambda lst: lst.id)
+def test_arch_marker_is_what_the_listing_compiles_for(listing):
+    """A kernel file built for one architecture (its `cudabook: arch` line)
+    is compiled for that one by its host program too."""
+    arch = archs_of(listing)[0]
+    assert f'ARCH = "{arch}"' in listing.py.read_text(), \
+        f"{listing.py.name}: compiles {listing.cu.name} for {arch}? say ARCH = \"{arch}\""

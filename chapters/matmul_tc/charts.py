@@ -78,4 +78,40 @@ def ladder_chart(chapter: str) -> bytes | None:
     return plots.svg(fig)
 
 
-CHARTS = {"ladder.svg": ladder_chart}
+def hopper_chart(chapter: str) -> bytes | None:
+    """wgmma_gemm beside rung 4 and cuBLAS bf16 (torch.matmul), all from
+    wgmma_gemm's run, at 8192^3 and 4096^3, with its target (80% of cuBLAS
+    at 8192^3)."""
+    found = plots.find_facts(chapter, "wgmma_gemm_8192_tflops", "wgmma_gemm")
+    if found is None:
+        return plots.pending(chapter, "wgmma_gemm")
+    lst, rec, f = found
+    bars = (("tc_mma_pipelined", "4  mma_pipelined\n(fp32 out)", plots.COLOURS[1]),
+            ("wgmma_gemm", "wgmma_gemm", plots.COLOURS[0]),
+            ("cublas", "cuBLAS bf16\n(torch.matmul)", "#616161"))
+    plt = plots.pyplot()
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 5.6), sharex=True)
+    top = max(f.get(f"{key}_{s}_tflops") or 0 for key, _, _ in bars for s in SHAPES)
+    for ax, shape in zip(axes, SHAPES):
+        cublas = f.get(f"cublas_{shape}_tflops")
+        present = [(label, f[f"{key}_{shape}_tflops"], colour) for key, label, colour in bars
+                   if f.get(f"{key}_{shape}_tflops") is not None]
+        labels = [p[0] for p in present]
+        values = [p[1] for p in present]
+        texts = [f"{v:,.0f}" + (f" ({100 * v / cublas:.0f}%)" if cublas else "") for v in values]
+        plots.labelled_bars(ax, labels, values, [p[2] for p in present], texts,
+                            gap=top * 0.01, height=0.6)
+        if cublas and shape == "8192" and f.get("target"):
+            ax.axvline(f["target"] * cublas, color="#c62828", linestyle=":", linewidth=1.6,
+                       label=f"target: {100 * f['target']:.0f}% of cuBLAS bf16 at 8192³")
+        ax.set_title(f"{shape} × {shape} × {shape}, bf16 in")
+    axes[-1].set_xlim(0, top * 1.3)
+    axes[-1].set_xlabel("TFLOP/s (2·M·N·K FLOPs per second); in brackets, share of cuBLAS bf16")
+    fig.suptitle(plots.title(lst, rec, "Hopper: TMA and wgmma"), fontsize=12)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncols=1, fontsize=11, frameon=False)
+    return plots.svg(fig)
+
+
+CHARTS = {"ladder.svg": ladder_chart, "hopper.svg": hopper_chart}
