@@ -15,8 +15,27 @@ from matmul_tc.tc_gemm import from_bf16, to_bf16
 from transformer import gpt2_block as gb
 
 
-def recorder():
-    return fakes.recorder((*gb.TAILS.values(), "gemm_qkv", "merge_heads"))
+def recorder(kind: str = "mma"):
+    """Fake kernels of one kind of product (and merge_heads); the dict says
+    which kind the launches use, as load_kernels' does."""
+    prefix = gb.PRODUCTS[kind][0]
+    kernels, calls = fakes.recorder([prefix + t for t in (*gb.TAILS.values(), "qkv")] + ["merge_heads"])
+    kernels["products"] = kind
+    return kernels, calls
+
+
+@pytest.fixture
+def maps(monkeypatch):
+    """wgmma_gemm.tensor_map without the driver: a fake 128-byte array per
+    call, the calls kept."""
+    made = []
+
+    def fake_map(address, rows, cols, box_rows, box_cols):
+        made.append((address, rows, cols, box_rows, box_cols))
+        return FakeArray((128,), np.uint8, 0x7000000 + 0x100 * len(made))
+
+    monkeypatch.setattr(gb.wgmma_gemm, "tensor_map", fake_map)
+    return made
 
 
 def arrays(*shapes):
@@ -135,6 +154,36 @@ def test_linear_checks_and_launches():
         gb.linear(kernels, "bias", FakeArray((300, 64), address=0x10008), w, bias, out)
 
 
+def test_linear_launches_wgmma_products_with_tensor_maps(maps):
+    """With wgmma products: one block of 384 threads per 128 x 256 tile, a
+    tensor map for a (128 x 64 boxes) and for w_t (64 x 64), the dynamic
+    shared memory wgmma_gemm asks for, and the same tail arguments."""
+    kernels, calls = recorder("wgmma")
+    a, w, bias, out, res = arrays((300, 64), (64, 520), (520,), (300, 520), (300, 520))
+    gb.linear(kernels, "residual", a, w, bias, out, res=res)
+    key, grid, block, args, kw = calls[-1]
+    assert key == "wgmma_residual" and grid == (3 * 3, 1, 1) and block == (384, 1, 1)
+    assert kw == {"shared_size": gb.wgmma_gemm.SHARED_BYTES}
+    assert maps == [(a.gpudata, 300, 64, 128, 64), (w.gpudata, 64, 520, 64, 64)]
+    assert args[:2] == (0x7000100, 0x7000200)
+    assert args[2:5] == (bias.gpudata, res.gpudata, out.gpudata)
+    assert [int(x) for x in args[5:]] == [300, 520, 64, 1, 8]
+
+
+def test_a_dict_without_products_launches_rung_4():
+    """ex1_unfused_tail's kernels name no kind of product: rung 4's."""
+    kernels, calls = recorder()
+    del kernels["products"]
+    gb.linear(kernels, "gelu", *arrays((3, 8), (8, 16), (16,), (3, 16)))
+    assert calls[-1][0] == "gemm_gelu"
+
+
+def test_kinds_puts_the_one_the_launches_use_last():
+    assert gb.kinds({"gemm_bias": 0, "wgmma_bias": 0, "products": "wgmma"}) == ["mma", "wgmma"]
+    assert gb.kinds({"gemm_bias": 0, "wgmma_bias": 0, "products": "mma"}) == ["wgmma", "mma"]
+    assert gb.kinds({"gemm_bias": 0}) == ["mma"]
+
+
 def test_linear_qkv_checks_and_launches():
     kernels, calls = recorder()
     b, t, c, h = 2, 70, 128, 2
@@ -173,11 +222,11 @@ def test_flops_count_every_product():
 
 
 
-def test_plan_keeps_one_launch_a_step_with_checked_arguments():
-    """Block.plan runs each step's wrapper once against stand-ins and keeps
-    the one prepared_call it makes; running the plan launches exactly those."""
+def fake_block(kind: str = "mma"):
+    """A Block of B=1 T=3 C=64 H=1 on fake buffers (no GPU), and fake
+    kernels of every step, with products of `kind`."""
     b, t, c, h = 1, 3, 64, 1
-    blk = gb.Block.__new__(gb.Block)                      # no GPU: fake buffers
+    blk = gb.Block.__new__(gb.Block)
     blk.shape, blk.attention = (b, t, c, h), "flash_d64_m2_n64"
     blk.x, blk.ln1, blk.ln2, blk.merged, blk.a, blk.y = arrays(*[(b * t, c)] * 6)
     blk.mean1, blk.rstd1, blk.mean2, blk.rstd2 = (FakeArray((b * t,), np.float32, 0x800000 + 4096 * i)
@@ -188,10 +237,17 @@ def test_plan_keeps_one_launch_a_step_with_checked_arguments():
              "fc_wt", "fc_b", "proj2_wt", "proj2_b"]
     shapes = [(c,), (c,), (c, 3 * c), (3 * c,), (c, c), (c,), (c,), (c,), (c, 4 * c), (4 * c,), (4 * c, c), (c,)]
     blk.p = {n: FakeArray(s, address=0x2000000 + 0x10000 * i) for i, (n, s) in enumerate(zip(names, shapes))}
-    kernels, calls = recorder()
+    kernels, calls = recorder(kind)
     kernels["ln"] = {(stats, kind, dt, ch): FakeKernel("layernorm", calls)
                      for stats in gb.ln.STATS for kind, dt, ch in gb.ln._rows.register_kernels()}
     kernels["attention"] = {name: FakeKernel(name, calls) for name in gb.flash_bf16.VARIANTS}
+    return blk, kernels, calls
+
+
+def test_plan_keeps_one_launch_a_step_with_checked_arguments():
+    """Block.plan runs each step's wrapper once against stand-ins and keeps
+    the one prepared_call it makes; running the plan launches exactly those."""
+    blk, kernels, calls = fake_block()
     plan = blk.plan(kernels)
     assert list(plan) == ["ln_1", "c_attn", "attention", "merge_heads", "c_proj", "ln_2", "c_fc", "c_proj2"]
     assert calls == []                                    # planning launches nothing
@@ -200,6 +256,16 @@ def test_plan_keeps_one_launch_a_step_with_checked_arguments():
     assert [call[0] for call in calls] == ["layernorm", "gemm_qkv", "flash_d64_m2_n64", "merge_heads",
                                            "gemm_residual", "layernorm", "gemm_gelu", "gemm_residual"]
     assert calls[4][3][3] == blk.x.gpudata and calls[7][3][3] == blk.a.gpudata    # the residuals
+
+
+def test_plan_with_wgmma_products(maps):
+    """The plan keeps the kind of product the kernels name: the same steps,
+    the wgmma kernels for the four products."""
+    blk, kernels, calls = fake_block("wgmma")
+    for launch in blk.plan(kernels).values():
+        launch()
+    assert [call[0] for call in calls] == ["layernorm", "wgmma_qkv", "flash_d64_m2_n64", "merge_heads",
+                                           "wgmma_residual", "layernorm", "wgmma_gelu", "wgmma_residual"]
 
 
 def test_step_bytes_count_each_launch():

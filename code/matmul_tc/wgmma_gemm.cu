@@ -6,8 +6,8 @@
 // bf16, all row-major; the tensor cores accumulate in fp32 and C is rounded
 // to bf16 once, at the end (as cuBLAS does for bf16 output).
 // cudabook: arch sm_90a
-// (wgmma and setmaxnreg exist only on sm_90a: this file is compiled for that
-// architecture alone, and runs only on compute capability 9.0.)
+// (wgmma exists only on sm_90a among current targets: this file is compiled
+// for that architecture alone, and runs only on compute capability 9.0.)
 //
 // What changes from tc_gemm.cu's last rung (mma_pipelined):
 //   - loads: one thread asks the TMA unit (the Tensor Memory Accelerator) for
@@ -46,10 +46,11 @@ constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
 // A CUtensorMap (cuda.h), made on the host by cuTensorMapEncodeTiled: 128
 // opaque bytes that tell TMA the matrix's address, sizes, row stride, box
 // and swizzle. The host copies it into global memory (64-byte aligned) and
-// passes its address; TMA reads it from there. (C++ programs often pass it
-// by value as a __grid_constant__ parameter instead; its 64-byte alignment
-// then moves the kernel's parameters where PyCUDA's packed launch would not
-// put them.)
+// passes its address; TMA reads it from there, after the fence the CUDA
+// C++ Programming Guide asks for (see the producer). C++ programs usually
+// pass it by value as a __grid_constant__ parameter instead; its 64-byte
+// alignment then moves the parameters away from where PyCUDA's packed
+// launch puts them (see the chapter).
 struct __align__(64) TensorMap { uint64_t opaque[16]; };
 
 // --8<-- [start:sync]
@@ -105,7 +106,7 @@ __device__ __forceinline__ void tma_load(void* dst, const TensorMap* map, int x,
 // address, two strides (LBO, SBO; both in 16-byte units) and the swizzle
 // (1 in bits 62-63: the 128-byte pattern TMA wrote).
 //   A, K-major (its rows run along K): 8-row groups of 128-byte rows, SBO =
-//     1024 bytes apart; LBO is unused with this swizzle.
+//     1024 bytes apart; LBO is unused with this swizzle (16 by convention).
 //   B, N-major (its rows run along N): 8 rows of K make a 1024-byte group,
 //     SBO = 1024; a 64-column box is 128 bytes wide, so the 256 columns are
 //     four boxes, LBO = B_BOX bytes apart.
@@ -116,8 +117,9 @@ __device__ __forceinline__ uint64_t descriptor(const void* p, uint32_t lbo, uint
 }
 
 // d (64 x 256 fp32, 128 registers a thread) += A (64 x 16) @ B (16 x 256).
-// The trailing immediates: scale A and B by +1, A not transposed (K-major),
-// B transposed (N-major).
+// The five trailing immediates: scale-d 1 (add to d, not overwrite it),
+// scale A and B by +1, A not transposed (K-major), B transposed (N-major;
+// wgmma's default B is K-major).
 __device__ __forceinline__ void wgmma_64x256x16(float (&d)[128], uint64_t a, uint64_t b)
 {
     asm volatile(
@@ -140,9 +142,20 @@ __device__ __forceinline__ void wgmma_64x256x16(float (&d)[128], uint64_t a, uin
 }
 // --8<-- [end:wgmma]
 
+// The accumulators may be touched only outside the products in flight.
+// wgmma's asm statements name them, but the fence and wait statements do
+// not, so nothing would stop the compiler from moving the zeroing below
+// the first product, or the epilogue's reads above the last wait: this
+// empty statement, which "changes" every accumulator, pins them in place.
+__device__ __forceinline__ void hold(float (&d)[128])
+{
+#pragma unroll
+    for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 // Tile (row, column) of C for this block. Blocks run roughly in order of
 // blockIdx.x; going down a group of GROUP_M tile rows before moving right
-// lets the blocks running at once share their tiles of B in the L2.
+// lets the blocks running at once share tiles of both A and B in the L2.
 __device__ __forceinline__ void tile_of(int block, int tiles_m, int tiles_n, int& tm, int& tn)
 {
     const int per_group = GROUP_M * tiles_n;
@@ -153,9 +166,15 @@ __device__ __forceinline__ void tile_of(int block, int tiles_m, int tiles_n, int
 }
 
 // --8<-- [start:kernel]
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-wgmma_gemm(const TensorMap* a_map, const TensorMap* b_map, bf16* __restrict__ C, int M, int N,
-           int K)
+// One block's 128 x 256 tile of C: the producer fills the ring, the two
+// consumers multiply, and each consumer hands its 64 x 256 accumulator to
+// store(d, row0, col0): rows row0 + 16 (t / 32) + (t % 32) / 4 + 8h and
+// columns col0 + 8j + 2 (t % 4) + c hold d[4j + 2h + c] (PTX ISA, wgmma D
+// fragments). The kernel below stores C; chapter 17 stores its layers'
+// tails instead.
+template <class Store>
+__device__ __forceinline__ void wgmma_tile(const TensorMap* a_map, const TensorMap* b_map,
+                                           int M, int N, int K, Store store)
 {
     extern __shared__ uint8_t smem_raw[];
     // TMA's 128-byte swizzle repeats every 1024 bytes: align the stages to it.
@@ -180,6 +199,13 @@ wgmma_gemm(const TensorMap* a_map, const TensorMap* b_map, bf16* __restrict__ C,
     if (wg == 0) {                                   // producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (tid == 0) {
+            // The maps were written to global memory by a copy from the
+            // host: make them visible to the TMA unit's reads, then start
+            // fetching them.
+            asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;"
+                         ::"l"(a_map) : "memory");
+            asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;"
+                         ::"l"(b_map) : "memory");
             asm volatile("prefetch.tensormap [%0];" ::"l"(a_map) : "memory");
             asm volatile("prefetch.tensormap [%0];" ::"l"(b_map) : "memory");
             for (int k = 0; k < slices; ++k) {
@@ -200,6 +226,7 @@ wgmma_gemm(const TensorMap* a_map, const TensorMap* b_map, bf16* __restrict__ C,
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     float d[128];
     for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    hold(d);
     for (int k = 0; k < slices; ++k) {
         const int s = k % STAGES;
         bar_wait(&full[s], (k / STAGES) & 1);
@@ -216,21 +243,26 @@ wgmma_gemm(const TensorMap* a_map, const TensorMap* b_map, bf16* __restrict__ C,
         if (k > 0 && tid % 32 == 0) bar_arrive(&empty[(k - 1) % STAGES]);
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    hold(d);
+    store(d, tm * BM + (wg - 1) * 64 + tid / 32 * 16, tn * BN);
+}
 
-    // Epilogue. The accumulator's layout (PTX ISA, wgmma D fragments):
-    // register 4j + 2h + c of thread t holds row 16 (t / 32) + (t % 32) / 4
-    // + 8h and column 8j + 2 (t % 4) + c of the warpgroup's 64 x 256 piece.
-    const int row0 = tm * BM + (wg - 1) * 64 + tid / 32 * 16 + tid % 32 / 4;
-    const int col0 = tn * BN + 2 * (tid % 4);
-    for (int j = 0; j < BN / 8; ++j) {
-        const int col = col0 + 8 * j;             // even, and N is even: both columns in or out
-        if (col >= N) break;
-        for (int h = 0; h < 2; ++h) {
-            const int row = row0 + 8 * h;
-            if (row < M)
-                *reinterpret_cast<__nv_bfloat162*>(C + (size_t)row * N + col) =
-                    __floats2bfloat162_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+wgmma_gemm(const TensorMap* a_map, const TensorMap* b_map, bf16* __restrict__ C, int M, int N,
+           int K)
+{
+    wgmma_tile(a_map, b_map, M, N, K, [&](const float (&d)[128], int row0, int col0) {
+        const int lane = threadIdx.x % 32;
+        for (int j = 0; j < BN / 8; ++j) {
+            const int col = col0 + 8 * j + 2 * (lane % 4);   // even, and N is even:
+            if (col >= N) break;                              // both columns in or out
+            for (int h = 0; h < 2; ++h) {
+                const int row = row0 + lane / 4 + 8 * h;
+                if (row < M)
+                    *reinterpret_cast<__nv_bfloat162*>(C + (size_t)row * N + col) =
+                        __floats2bfloat162_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+            }
         }
-    }
+    });
 }
 // --8<-- [end:kernel]

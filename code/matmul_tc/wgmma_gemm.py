@@ -8,7 +8,9 @@ unit for tiles of A and B (a 4-stage ring in shared memory), warpgroups 1
 and 2 multiply them with wgmma, 64 rows each (see wgmma_gemm.cu). What
 changed since tc_gemm's last rung: TMA instead of cp.async, wgmma from
 shared memory instead of ldmatrix and mma.sync, producer and consumer
-warps instead of every warp doing both, bf16 output instead of fp32.
+warps instead of every warp doing both, a bigger tile (128 x 256, slices
+of 64, 4 stages), the order of the blocks, and bf16 output instead of
+fp32.
 
 Hopper only: wgmma exists on sm_90a, so the kernel is compiled for that
 architecture and runs on compute capability 9.0 alone (H100, H200, GH200);
@@ -104,7 +106,9 @@ def tensor_map(address: int, rows: int, cols: int, box_rows: int, box_cols: int)
         if err:
             raise RuntimeError(f"cuTensorMapEncodeTiled failed (CUresult {err}) for a "
                                f"{rows} x {cols} matrix at {address:#x}")
-        _maps[key] = gpuarray.to_gpu(np.frombuffer(bytes(raw[at:at + 128]), np.uint8))
+        m = gpuarray.to_gpu(np.frombuffer(bytes(raw[at:at + 128]), np.uint8))
+        assert int(m.gpudata) % 64 == 0, "cuMemAlloc gives at least 256-byte alignment"
+        _maps[key] = m
     return _maps[key]
 # --8<-- [end:tensor_map]
 

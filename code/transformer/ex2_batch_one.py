@@ -1,12 +1,12 @@
 """Exercise 2: one sequence instead of eight.
 
 The same GPT-2 small block at B = 1, T = 1024: 1,024 rows instead of
-8,192. Every product still cuts C into 128 x 128 tiles, one block each, so
-the grids shrink eightfold: c_proj and c_proj2 (N = 768) get 6 x 8 = 48
-blocks on 132 SMs, which hold two of these blocks each (242 registers a
-thread). PyTorch's cuBLAS picks its tiles for each shape. This exercise
-measures what that does to the block, step by step, against B = 8 in the
-same run.
+8,192. Every product still cuts C into tiles of a fixed size, one block
+each, so the grids shrink eightfold. With wgmma_gemm's 128 x 256 tiles
+(one block an SM), c_proj and c_proj2 (N = 768) get 8 x 3 = 24 blocks on
+132 SMs; with rung 4's 128 x 128 (two an SM), 48. PyTorch's cuBLAS picks
+its tiles for each shape. This exercise measures what that does to the
+block, step by step, against B = 8 in the same run.
 
 Run:    python code/transformer/ex2_batch_one.py [--seed S] [--bench]
 Checks: the chapter's checks (each launch, and the block end to end) at
@@ -15,7 +15,8 @@ Checks: the chapter's checks (each launch, and the block end to end) at
 Bench:  the block at B = 8 and at B = 1 (T = 1024, C = 768, H = 12)
         against the eager nn.Module; at B = 1 also each launch against
         PyTorch's ops for the step. Printed beside it: the blocks each
-        product launches and how many of the GPU's slots (2 a SM) they fill.
+        product launches and how many of the GPU's slots (blocks an SM
+        holds, times the SMs) they fill.
 """
 
 import sys
@@ -29,13 +30,13 @@ from transformer import gpt2_block as gb  # noqa: E402
 
 SHAPES = [(1, 1, 64, 1), (1, 70, 128, 2)]
 BENCH_SHAPES = {"b8": (8, 1024, 768, 12), "b1": (1, 1024, 768, 12)}
-BLOCKS_PER_SM = 2                 # 242 registers x 128 threads: two blocks fit 65,536 registers
 
 
-def product_grids(b, t, c) -> dict:
-    """Blocks each product launches: one per 128 x 128 tile of its output."""
-    m = b * t
-    return {name: cb.ceil_div(n, gb.TILE) * cb.ceil_div(m, gb.TILE)
+def product_grids(b, t, c, kind: str) -> dict:
+    """Blocks each product launches: one per tile of its output, of the
+    size the kind of product uses (gpt2_block.PRODUCTS)."""
+    m, (bm, bn) = b * t, gb.PRODUCTS[kind][1]
+    return {name: cb.ceil_div(n, bn) * cb.ceil_div(m, bm)
             for name, n in (("c_attn", 3 * c), ("c_proj", c), ("c_fc", 4 * c), ("c_proj2", c))}
 
 
@@ -52,11 +53,12 @@ def main(argv=None) -> int:
         for tag, shape in BENCH_SHAPES.items():
             facts.update(gb.time_block(k, shape, args.seed, args.budget_ms, compile=False,
                                        steps=tag == "b1", tag=f"{tag}_"))
-            slots = BLOCKS_PER_SM * gpu.sm_count
-            for name, blocks in product_grids(*shape[:3]).items():
-                print(f"  {name:8s} {blocks:5,} blocks = {blocks / slots:5.2f} of the {slots} slots")
+            slots = gb.PRODUCTS[k["products"]][2] * gpu.sm_count
+            for name, blocks in product_grids(*shape[:3], k["products"]).items():
+                print(f"  {name:8s} {blocks:5,} blocks = {blocks / slots:5.2f} of the {slots} slots "
+                      f"({k['products']} products)")
                 facts[f"{tag}_{name}_blocks"] = blocks
-        facts["slots"] = BLOCKS_PER_SM * gpu.sm_count
+        facts["slots"] = gb.PRODUCTS[k["products"]][2] * gpu.sm_count
         cb.report_facts(**facts)
     return cb.finish()
 

@@ -18,6 +18,9 @@
 //                 each of q, k, v is B x H x T x D, as attention reads it.
 // K and N must be multiples of 8 (the host checks): rung 4's aligned loads,
 // and two neighbouring columns in one 4-byte store. Any M.
+// cudabook: arch sm_80 sm_90 sm_90a
+// (On sm_90a, a compute capability 9.0 GPU, the file also has the same
+// tails after chapter 12's wgmma_gemm main loop: see the end.)
 
 #include "../matmul_tc/tc_gemm.cu"
 
@@ -34,21 +37,23 @@ __device__ __forceinline__ float gelu_tanh(float v)
     return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
 }
 
-// The accumulators of one warp (64 x 64 of C at row0, col0), through the
-// tail, to bf16. Fragment layout as rung 4's mma_store: lane holds columns
-// 2 (lane % 4) + {0, 1} of rows lane / 4 and lane / 4 + 8 of each m16n8 tile.
-template <int EPI>
-__device__ __forceinline__ void epilogue_store(const float acc[4][8][4], const bf16* __restrict__ bias,
+// Accumulators through the tail, to bf16. acc[i][j][2h + c] holds row
+// row0 + 16 i + lane / 4 + 8 h and column col0 + 8 j + 2 (lane % 4) + c:
+// the layout of rung 4's mma.sync tiles (I = 4 tiles of 16 rows, J = 8 of
+// 8 columns for a warp's 64 x 64) and of a wgmma accumulator (I = 1, J =
+// 32: a warp's 16 rows of a warpgroup's 64 x 256).
+template <int EPI, int I, int J>
+__device__ __forceinline__ void epilogue_store(const float (&acc)[I][J][4], const bf16* __restrict__ bias,
                                                const bf16* __restrict__ res, bf16* __restrict__ out,
                                                int row0, int col0, int M, int N, int T, int D)
 {
     const int lane = threadIdx.x % 32;
     // Where element (r, c) goes: rpart (from its row) + cpart (from its
-    // column), each worked out once for the lane's 8 rows and 8 column
-    // pairs, so the divisions of the heads layout stay out of the stores.
-    size_t rpart[4][2], cpart[8];
+    // column), each worked out once for the lane's rows and each column
+    // pair, so the divisions of the heads layout stay out of the stores.
+    size_t rpart[I][2];
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < I; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int r = row0 + 16 * i + lane / 4 + 8 * h;
@@ -60,28 +65,23 @@ __device__ __forceinline__ void epilogue_store(const float acc[4][8][4], const b
             }
         }
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        const int c = col0 + 8 * j + 2 * (lane % 4);
-        if constexpr (EPI == EPI_QKV) {                   // matrix w, head, element c % D
-            const int C = N / 3, w = c / C, cc = c - w * C, head = cc / D;
-            cpart[j] = (size_t)w * M * C + (size_t)head * T * D + (cc - head * D);
-        } else {
-            cpart[j] = c;
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < J; ++j) {
         const int c = col0 + 8 * j + 2 * (lane % 4);
         if (c >= N) continue;                       // N % 8 == 0: c < N means c + 1 < N
+        size_t cpart = c;
+        if constexpr (EPI == EPI_QKV) {                   // matrix w, head, element c % D
+            const int C = N / 3, w = c / C, cc = c - w * C, head = cc / D;
+            cpart = (size_t)w * M * C + (size_t)head * T * D + (cc - head * D);
+        }
         const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + c));
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < I; ++i)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int r = row0 + 16 * i + lane / 4 + 8 * h;
                 if (r >= M) continue;
                 float v0 = acc[i][j][2 * h] + b.x, v1 = acc[i][j][2 * h + 1] + b.y;
-                const size_t dst = rpart[i][h] + cpart[j];
+                const size_t dst = rpart[i][h] + cpart;
                 if constexpr (EPI == EPI_GELU) {
                     v0 = gelu_tanh(v0);
                     v1 = gelu_tanh(v1);
@@ -144,7 +144,7 @@ __device__ __forceinline__ void gemm_tail(const bf16* __restrict__ A, const bf16
         mma_slice(acc, As[t % STAGES], Bs[t % STAGES], wm, wn, lane);
     }
     cp_async_wait<0>();
-    epilogue_store<EPI>(acc, bias, res, out, bm + wm, bn + wn, M, N, T, D);
+    epilogue_store<EPI, 4, 8>(acc, bias, res, out, bm + wm, bn + wn, M, N, T, D);
 }
 // --8<-- [end:gemm]
 
@@ -160,6 +160,49 @@ GEMM_TAIL(gemm_bias, EPI_BIAS)
 GEMM_TAIL(gemm_gelu, EPI_GELU)
 GEMM_TAIL(gemm_residual, EPI_RESIDUAL)
 GEMM_TAIL(gemm_qkv, EPI_QKV)
+
+// --8<-- [start:hopper]
+// On Hopper (compiled for sm_90a), the same tails after chapter 12's
+// wgmma_gemm main loop: TMA, a producer warpgroup and two wgmma consumers,
+// 128 x 256 tiles. Both chapter 12 files name their tile sizes BM, BN,
+// BK and STAGES (tc_gemm.cu as macros), so wgmma_gemm.cu comes in with
+// those macros set aside and in a namespace of its own. Elsewhere
+// these kernels do not exist, and the host launches the ones above.
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+#pragma push_macro("BM")
+#pragma push_macro("BN")
+#pragma push_macro("BK")
+#pragma push_macro("STAGES")
+#undef BM
+#undef BN
+#undef BK
+#undef STAGES
+namespace hopper {
+#include "../matmul_tc/wgmma_gemm.cu"
+}
+#pragma pop_macro("BM")
+#pragma pop_macro("BN")
+#pragma pop_macro("BK")
+#pragma pop_macro("STAGES")
+
+#define WGMMA_TAIL(NAME, EPI)                                                                 \
+    extern "C" __global__ void __launch_bounds__(hopper::THREADS, 1) NAME(                    \
+        const hopper::TensorMap* a_map, const hopper::TensorMap* b_map,                       \
+        const bf16* __restrict__ bias, const bf16* __restrict__ res, bf16* __restrict__ out,  \
+        int M, int N, int K, int T, int D)                                                    \
+    {                                                                                         \
+        hopper::wgmma_tile(a_map, b_map, M, N, K, [&](const float (&d)[128], int row0, int col0) { \
+            epilogue_store<EPI, 1, 32>(reinterpret_cast<const float (&)[1][32][4]>(d), bias, res, \
+                                       out, row0, col0, M, N, T, D);                          \
+        });                                                                                   \
+    }
+
+WGMMA_TAIL(wgmma_bias, EPI_BIAS)
+WGMMA_TAIL(wgmma_gelu, EPI_GELU)
+WGMMA_TAIL(wgmma_residual, EPI_RESIDUAL)
+WGMMA_TAIL(wgmma_qkv, EPI_QKV)
+#endif
+// --8<-- [end:hopper]
 
 // --8<-- [start:merge]
 // Attention's output, B x H x T x D, back to the residual stream's layout,

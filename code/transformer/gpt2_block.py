@@ -6,14 +6,18 @@ C = H D, in bf16 with fp32 arithmetic:
     y = a + c_proj2(gelu(c_fc(ln_2(a))))
 Eight launches, each a chapter's kernel:
     ln_1, ln_2     chapter 14's LayerNorm (bf16, two-pass statistics)
-    c_attn         chapter 12's rung 4 with bias, written straight into
-                   q, k, v in heads layout, B x H x T x D (gemm_qkv)
+    c_attn         a chapter 12 product with bias, written straight into
+                   q, k, v in heads layout, B x H x T x D (*_qkv)
     attention      chapter 16's flash_bf16, causal
     merge_heads    B x H x T x D back to (B T) x C
-    c_proj         rung 4 with bias and the residual x added (gemm_residual)
-    c_fc           rung 4 with bias and GELU (gemm_gelu)
-    c_proj2        rung 4 with bias and the residual a added (gemm_residual)
-The weights are stored as W^T (in x out), chapter 12's B.
+    c_proj         a product with bias and the residual x added (*_residual)
+    c_fc           a product with bias and GELU (*_gelu)
+    c_proj2        a product with bias and the residual a added (*_residual)
+The weights are stored as W^T (in x out), chapter 12's B. The products
+are chapter 12's wgmma_gemm (wgmma_*: TMA, wgmma, 128 x 256 tiles) on a
+compute capability 9.0 GPU, where the .cu is compiled for sm_90a, and its
+rung 4 (gemm_*: cp.async, mma.sync, 128 x 128 tiles) on any other; the
+tails are the same code in both.
 
 Run:    python code/transformer/gpt2_block.py [--seed S] [--bench]
 Checks: at (B, T, C, H) in SHAPES (T = 1, T not a multiple of any tile,
@@ -32,10 +36,12 @@ Checks: at (B, T, C, H) in SHAPES (T = 1, T not a multiple of any tile,
           + rms(ref)). The same tolerance is applied, in the same run, to
           PyTorch's own bf16 block (eager), so the reader sees that the
           tolerance is one bf16 arithmetic meets.
+        On a compute capability 9.0 GPU, both kinds of product are checked.
 Bench:  GPT-2 small (C = 768, H = 12, D = 64) at B = 8, T = 1024: the whole
         block's time (its eight launches, their arguments checked once
         beforehand: Block.plan) against the same nn.Module in bf16, eager and
-        torch.compile, in the same run; then each launch alone, and the
+        torch.compile, in the same run (on compute capability 9.0, also the
+        block with rung 4's products); then each launch alone, and the
         PyTorch ops that do the same step, to show where the time goes.
         Target: ours >= 0.6x torch eager (printed as met or MISSED).
 """
@@ -51,6 +57,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
 from attention import _ref, flash_bf16  # noqa: E402
+from matmul_tc import wgmma_gemm  # noqa: E402
 from matmul_tc.tc_gemm import bound_k, from_bf16, to_bf16  # noqa: E402
 from softmax_norm import layernorm as ln  # noqa: E402
 
@@ -61,8 +68,13 @@ SANITIZER_SHAPES = [(1, 1, 64, 1), (1, 70, 128, 2)]
 BENCH_SHAPE = (8, 1024, 768, 12)              # GPT-2 small, batch 8, sequence 1024
 #: chapter 16's variant for each head dimension
 ATTENTION = {64: "flash_d64_m2_n64", 128: "flash_d128_m2_n64"}
-TAILS = {"bias": "gemm_bias", "gelu": "gemm_gelu", "residual": "gemm_residual"}
-TILE = 128                                    # rows and columns of C a block (tc_gemm.cu's BM, BN)
+TAILS = {"bias": "bias", "gelu": "gelu", "residual": "residual"}
+#: the two kinds of product: kernel name prefix, (rows, columns) of C a
+#: block, blocks an SM holds, threads a block
+PRODUCTS = {"mma": ("gemm_", (128, 128), 2, 128),                       # tc_gemm.cu's rung 4
+            "wgmma": ("wgmma_", (wgmma_gemm.BM, wgmma_gemm.BN), 1, wgmma_gemm.THREADS)}
+HOPPER_ARCH = wgmma_gemm.ARCH
+TILE = 128                                    # rows of C a block, both kinds
 MAX_GRID_Y = 65_535
 U_FP32, U_BF16 = _ref.U_FP32, _ref.U_BF16
 TOL_K = 4                                     # end to end: |y - ref| <= TOL_K u_bf16 (|ref| + rms)
@@ -71,11 +83,30 @@ TARGET = 0.6
 BASELINE = "torch eager block"
 
 
-def load_kernels() -> dict:
+def load_kernels(products: str | None = None) -> dict:
     """Our GEMM tails and merge_heads, chapter 14's LayerNorm, chapter 16's
-    attention."""
-    module = cb.compile(KERNEL_FILE)
-    out = {name: module.get_function(name).prepare("PPPPPiiiii") for name in (*TAILS.values(), "gemm_qkv")}
+    attention. products: "wgmma" (compute capability 9.0 only) or "mma";
+    by default wgmma where the GPU has it. On 9.0 both kinds are loaded,
+    and out["products"] says which the launches use."""
+    import pycuda.driver as cuda
+
+    gpu = cb.init()
+    hopper = gpu.compute_capability == (9, 0)
+    if products not in (None, "mma", "wgmma"):
+        raise ValueError(f"products: expected 'mma' or 'wgmma', got {products!r}")
+    if products == "wgmma" and not hopper:
+        raise cb.Unavailable(f"wgmma products need a compute capability 9.0 GPU; this {gpu.name} "
+                             f"is {gpu.arch}")
+    module = cb.compile(KERNEL_FILE, arch=HOPPER_ARCH if hopper else None)
+    out = {"products": products or ("wgmma" if hopper else "mma")}
+    for kind in (("mma", "wgmma") if hopper else ("mma",)):
+        prefix = PRODUCTS[kind][0]
+        for tail in (*TAILS.values(), "qkv"):
+            f = module.get_function(prefix + tail)
+            if kind == "wgmma":
+                f.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                wgmma_gemm.SHARED_BYTES)
+            out[prefix + tail] = f.prepare("PPPPPiiiii")
     out["merge_heads"] = module.get_function("merge_heads").prepare("PPiiii")
     out["ln"] = ln.load_kernels()
     out["attention"] = flash_bf16.load_kernels()
@@ -92,6 +123,26 @@ def _check_separate(out_name: str, out, **inputs) -> None:
     for name, x in inputs.items():
         if x is not None and _overlaps(out, x):
             raise ValueError(f"{out_name}: overlaps {name}; the launch needs a separate output")
+
+
+def _product(kernels, tail: str, a, w_t, bias, res, out, m: int, n: int, k: int, t: int,
+             d: int) -> None:
+    """Launch the product kind kernels["products"] names (rung 4 where the
+    dict does not say) with the tail `tail` ("bias", "gelu", "residual",
+    "qkv"); arguments already checked."""
+    kind = kernels.get("products", "mma")
+    prefix, (bm, bn), _, threads = PRODUCTS[kind]
+    args = (bias.gpudata, res.gpudata, out.gpudata,
+            np.int32(m), np.int32(n), np.int32(k), np.int32(t), np.int32(d))
+    if kind == "wgmma":                 # one block per 128 x 256 tile, in wgmma_gemm's order
+        a_map = wgmma_gemm.tensor_map(int(a.gpudata), m, k, bm, wgmma_gemm.BK)
+        b_map = wgmma_gemm.tensor_map(int(w_t.gpudata), k, n, wgmma_gemm.BK, 64)
+        kernels[prefix + tail].prepared_call(
+            (cb.ceil_div(m, bm) * cb.ceil_div(n, bn), 1, 1), (threads, 1, 1), a_map.gpudata,
+            b_map.gpudata, *args, shared_size=wgmma_gemm.SHARED_BYTES)
+    else:
+        kernels[prefix + tail].prepared_call((cb.ceil_div(n, bn), cb.ceil_div(m, bm), 1),
+                                             (threads, 1, 1), a.gpudata, w_t.gpudata, *args)
 
 
 def _check_product(a, w_t, bias) -> tuple[int, int, int]:
@@ -123,10 +174,7 @@ def linear(kernels, tail: str, a, w_t, bias, out, res=None) -> None:
     elif res is not None:
         raise ValueError(f"res: only the residual tail takes one (tail is {tail!r})")
     _check_separate("out", out, a=a, w_t=w_t, bias=bias, res=res)
-    grid = (cb.ceil_div(n, TILE), cb.ceil_div(m, TILE), 1)
-    kernels[TAILS[tail]].prepared_call(grid, (128, 1, 1), a.gpudata, w_t.gpudata, bias.gpudata,
-                                       (res if res is not None else out).gpudata, out.gpudata,
-                                       np.int32(m), np.int32(n), np.int32(k), np.int32(1), np.int32(8))
+    _product(kernels, TAILS[tail], a, w_t, bias, res if res is not None else out, out, m, n, k, 1, 8)
 
 
 def linear_qkv(kernels, a, w_t, bias, qkv) -> None:
@@ -139,10 +187,7 @@ def linear_qkv(kernels, a, w_t, bias, qkv) -> None:
         raise ValueError(f"qkv: expected (3, B, H, T, D) with B T = {m:,}, 3 H D = {n:,} and "
                          f"D a multiple of 8, got shape {tuple(qkv.shape)}")
     _check_separate("qkv", qkv, a=a, w_t=w_t, bias=bias)
-    grid = (cb.ceil_div(n, TILE), cb.ceil_div(m, TILE), 1)
-    kernels["gemm_qkv"].prepared_call(grid, (128, 1, 1), a.gpudata, w_t.gpudata, bias.gpudata,
-                                      qkv.gpudata, qkv.gpudata, np.int32(m), np.int32(n), np.int32(k), np.int32(t),
-                                      np.int32(d))
+    _product(kernels, "qkv", a, w_t, bias, qkv, qkv, m, n, k, t, d)
 
 
 def merge_heads(kernels, o, y) -> None:
@@ -235,9 +280,10 @@ class _Kept:
 
 
 def _capture(kernels: dict, calls: dict, now: list) -> dict:
-    """kernels (nested dicts of prepared kernels) with every kernel a _Kept."""
-    return {key: _capture(v, calls, now) if isinstance(v, dict) else _Kept(v, calls, now)
-            for key, v in kernels.items()}
+    """kernels (nested dicts of prepared kernels) with every kernel a _Kept;
+    the names in it (such as "products") kept as they are."""
+    return {key: _capture(v, calls, now) if isinstance(v, dict) else
+            v if isinstance(v, str) else _Kept(v, calls, now) for key, v in kernels.items()}
 
 
 def random_params(c: int, rng) -> tuple[dict, dict]:
@@ -293,10 +339,10 @@ def check_product(name, got16, a16, wt16, b16, tail, res16=None, torch=None) -> 
                                scale=e32 * U_FP32 * (1 + U_BF16) / (U_BF16 + U_FP32)))
 
 
-def check_steps(blk: Block, params64: dict, torch) -> None:
+def check_steps(blk: Block, params64: dict, torch, label: str = "") -> None:
     """Each launch against float64 of the inputs it was given."""
     b, t, c, h = blk.shape
-    d, tag = c // h, f"{b}x{t}x{c} H={h}"
+    d, tag = c // h, f"{b}x{t}x{c} H={h}{label}"
     p16 = {name: arr.get() for name, arr in blk.p.items()}
     x16, ln1, qkv, o, merged = blk.x.get(), blk.ln1.get(), blk.qkv.get(), blk.o.get(), blk.merged.get()
     a16, ln2, hid, y16 = blk.a.get(), blk.ln2.get(), blk.hid.get(), blk.y.get()
@@ -376,11 +422,13 @@ def to_torch(torch, a16: np.ndarray):
     return torch.from_numpy(a16.view(np.int16)).cuda().view(torch.bfloat16)
 
 
-def check_end_to_end(blk: Block, x64, params64, torch) -> dict:
-    """y against the float64 block, and (where torch is installed) PyTorch's
-    bf16 block against the same reference, with the same tolerance."""
+def check_end_to_end(blk: Block, x64, params64, torch, label: str = "",
+                     with_torch: bool = True) -> dict:
+    """y against the float64 block, and (where torch is installed and
+    with_torch) PyTorch's bf16 block against the same reference, with the
+    same tolerance."""
     b, t, c, h = blk.shape
-    tag = f"{b}x{t}x{c} H={h}"
+    tag = f"{b}x{t}x{c} H={h}{label}"
     outs = {"ours": from_bf16(blk.y.get())}                # float32: compare's u is 2^-24
     if torch is None:
         ref = block64(x64, params64, b, t, c, h)
@@ -389,9 +437,10 @@ def check_end_to_end(blk: Block, x64, params64, torch) -> dict:
         with torch.no_grad():
             ref = torch_block(torch, c, h, params64, torch.float64)(
                 torch.from_numpy(x64.reshape(b, t, c)).cuda()).reshape(b * t, c).cpu().numpy()
-            eager = torch_block(torch, c, h, params64, torch.bfloat16)
-            xt = to_torch(torch, blk.x.get()).reshape(b, t, c)
-            outs["torch eager bf16"] = eager(xt).float().reshape(b * t, c).cpu().numpy()
+            if with_torch:
+                eager = torch_block(torch, c, h, params64, torch.bfloat16)
+                xt = to_torch(torch, blk.x.get()).reshape(b, t, c)
+                outs["torch eager bf16"] = eager(xt).float().reshape(b * t, c).cpu().numpy()
         what = "torch float64 module"
     rms = float(np.sqrt(np.mean(ref**2)))
     facts = {}
@@ -403,14 +452,29 @@ def check_end_to_end(blk: Block, x64, params64, torch) -> dict:
     return facts
 
 
+def kinds(k) -> list[str]:
+    """The kinds of product loaded in k, the one the launches use last."""
+    loaded = [kind for kind, spec in PRODUCTS.items() if spec[0] + "bias" in k]
+    default = k.get("products", "mma")
+    return [kind for kind in loaded if kind != default] + [default]
+
+
 def run_shape(k, b, t, c, h, rng, torch) -> tuple[Block, np.ndarray, dict]:
+    """The block at one shape, checked step by step and end to end, with
+    each kind of product loaded (the one k uses last, so that the block's
+    arrays then hold its results)."""
     params16, params64 = random_params(c, rng)
     x16 = to_bf16(rng.standard_normal((b * t, c), dtype=np.float32))
     blk = Block(params16, x16, b, t, c, h)
-    blk.poison()
-    blk.forward(k)
-    check_steps(blk, params64, torch)
-    facts = check_end_to_end(blk, from_bf16(x16).astype(np.float64), params64, torch)
+    both = kinds(k)
+    facts = {}
+    for kind in both:
+        label = f" ({kind})" if len(both) > 1 else ""
+        blk.poison()
+        blk.forward({**k, "products": kind})
+        check_steps(blk, params64, torch, label)
+        facts = check_end_to_end(blk, from_bf16(x16).astype(np.float64), params64, torch, label,
+                                 with_torch=kind == both[-1])
     return blk, params64, facts
 
 
@@ -478,8 +542,16 @@ def time_block(k, shape, seed: int, budget_ms: float, *, compile: bool = True, s
     flops = step_flops(b, t, c, h)
     total_flops = sum(flops.values())
     print(f"GPT-2 block, B={b} T={t} C={c} H={h}, bf16: {total_flops / 1e9:,.1f} GFLOP")
-    rows = {"ours (8 launches)": ours}
-    facts.update({f"{tag}ours_ms": ours, f"{tag}ours_tflops": total_flops / ours / 1e9})
+    default = k.get("products", "mma")
+    rows = {f"ours ({default} products)": ours}
+    facts.update({f"{tag}ours_ms": ours, f"{tag}ours_tflops": total_flops / ours / 1e9,
+                  f"{tag}products": default})
+    for kind in kinds(k)[:-1]:          # the other kind of product, in the same run
+        other = blk.plan({**k, "products": kind})
+        ms = cb.bench(lambda: [launch() for launch in other.values()], working_set_bytes=ws,
+                      budget_ms=budget_ms).median_ms
+        rows[f"ours ({kind} products)"] = ms
+        facts.update({f"{tag}ours_{kind}_ms": ms, f"{tag}ours_{kind}_tflops": total_flops / ms / 1e9})
     m = xt = None
     if torch is not None:
         m = torch_block(torch, c, h, params64, torch.bfloat16)
@@ -509,7 +581,7 @@ def time_block(k, shape, seed: int, budget_ms: float, *, compile: bool = True, s
                 facts[f"{tag}compile_error"] = type(e).__name__
     for name, ms in rows.items():
         vs = f"   ours takes {ours / ms:5.2f}x its time" if ms != ours else ""
-        print(f"  {name:24s} {ms:8.3f} ms {total_flops / ms / 1e9:7.1f} TFLOP/s{vs}")
+        print(f"  {name:26s} {ms:8.3f} ms {total_flops / ms / 1e9:7.1f} TFLOP/s{vs}")
     if BASELINE in rows:
         ratio = rows[BASELINE] / ours
         facts.update({f"{tag}eager_ms": rows[BASELINE], f"{tag}of_eager": ratio})
