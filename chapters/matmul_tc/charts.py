@@ -106,11 +106,10 @@ def hopper_chart(chapter: str) -> bytes | None:
                        label=f"target: {100 * f['target']:.0f}% of cuBLAS bf16 at 8192³")
         ax.set_title(f"{shape} × {shape} × {shape}, bf16 in")
     axes[-1].set_xlim(0, top * 1.3)
-    axes[-1].set_xlabel("TFLOP/s (2·M·N·K FLOPs per second); in brackets, share of cuBLAS bf16")
+    axes[-1].set_xlabel("TFLOP/s (2·M·N·K FLOPs per second)")
     fig.suptitle(plots.title(lst, rec, "Hopper: TMA and wgmma"), fontsize=12)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    handles, names = axes[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncols=1, fontsize=11, frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    plots.legend_below(fig, axes[0], "in brackets: share of cuBLAS bf16, timed in the same run")
     return plots.svg(fig)
 
 
