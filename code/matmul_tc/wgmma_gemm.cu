@@ -168,9 +168,9 @@ __device__ __forceinline__ void tile_of(int block, int tiles_m, int tiles_n, int
 // --8<-- [start:kernel]
 // One block's 128 x 256 tile of C: the producer fills the ring, the two
 // consumers multiply, and each consumer hands its 64 x 256 accumulator to
-// store(d, row0, col0), row0 being the first of the 16 rows of thread t's
-// warp: rows row0 + (t % 32) / 4 + 8h and columns col0 + 8j + 2 (t % 4)
-// + c hold d[4j + 2h + c] (PTX ISA, wgmma D fragments). The kernel below stores C; chapter 17 stores its layers'
+// store(d, row0, col0): rows row0 + 16 (t / 32) + (t % 32) / 4 + 8h and
+// columns col0 + 8j + 2 (t % 4) + c hold d[4j + 2h + c] (PTX ISA, wgmma D
+// fragments). The kernel below stores C; chapter 17 stores its layers'
 // tails instead.
 template <class Store>
 __device__ __forceinline__ void wgmma_tile(const TensorMap* a_map, const TensorMap* b_map,
