@@ -65,7 +65,7 @@ def bf16_chart(chapter: str) -> bytes | None:
         plots.labelled_bars(ax, labels, values, colours, texts, gap=top * 0.012, height=0.68,
                             fontsize=11)
         if fastest and tag.startswith("s4096") and not tag.endswith("causal"):
-            ax.axvline(f.get("target", 0.5) * fastest, color="#c62828", linestyle=":", linewidth=1.6,
+            ax.axvline(f.get("target", 0.5) * fastest, **plots.TARGET_STYLE,
                        label="target: half of the fastest SDPA")
         ax.set_title(title)
     axes[-1].set_xlim(0, top * 1.25)

@@ -59,7 +59,7 @@ def ladder_chart(chapter: str) -> bytes | None:
         plots.labelled_bars(ax, labels, values, colours, texts, gap=top * 0.01, height=0.65)
         if cublas and shape == "8192":          # the target is set at 8192^3 only
             target = f.get("target", 0.5)
-            ax.axvline(target * cublas, color="#c62828", linestyle=":", linewidth=1.6,
+            ax.axvline(target * cublas, **plots.TARGET_STYLE,
                        label=f"target: {100 * target:.0f}% of cuBLAS bf16 at 8192³")
         if fp32 and fp32.get("peak") and shape == "4096":
             ax.axvline(fp32["peak"], color="#ef6c00", linestyle="--", linewidth=1.5,
@@ -102,7 +102,7 @@ def hopper_chart(chapter: str) -> bytes | None:
         plots.labelled_bars(ax, labels, values, [p[2] for p in present], texts,
                             gap=top * 0.01, height=0.6)
         if cublas and shape == "8192" and f.get("target"):
-            ax.axvline(f["target"] * cublas, color="#c62828", linestyle=":", linewidth=1.6,
+            ax.axvline(f["target"] * cublas, **plots.TARGET_STYLE,
                        label=f"target: {100 * f['target']:.0f}% of cuBLAS bf16 at 8192³")
         ax.set_title(f"{shape} × {shape} × {shape}, bf16 in")
     axes[-1].set_xlim(0, top * 1.3)

@@ -24,6 +24,8 @@ from .listings import ROOT, Listing
 COLOURS = ["#2e7d32", "#1565c0", "#ef6c00", "#6a1b9a", "#c62828", "#00838f"]
 #: The copy bandwidth measured in the same run, the ceiling every chart draws.
 COPY_STYLE = {"color": "#c62828", "linestyle": "--", "linewidth": 1.5}
+#: A target set as a share of a baseline timed in the same run (dotted).
+TARGET_STYLE = {"color": "#c62828", "linestyle": ":", "linewidth": 1.6}
 
 
 def pyplot():
