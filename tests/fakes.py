@@ -63,3 +63,17 @@ class FakeKernel:
 
     def prepared_call(self, grid, block, *args, **kw):
         self.calls.append((self.key, grid, block, args, kw))
+
+
+def fake_tensor_maps(monkeypatch, module, base: int) -> list:
+    """Replace module.tensor_map (chapter 12's wgmma_gemm.tensor_map, which
+    calls the driver) with a stand-in: call n returns a fake 128-byte array
+    at base + 0x100 n. Returns the list of the calls' arguments."""
+    made = []
+
+    def fake_map(address, rows, cols, box_rows, box_cols):
+        made.append((address, rows, cols, box_rows, box_cols))
+        return FakeArray((128,), np.uint8, base + 0x100 * len(made))
+
+    monkeypatch.setattr(module, "tensor_map", fake_map)
+    return made

@@ -26,16 +26,8 @@ def recorder(kind: str = "mma"):
 
 @pytest.fixture
 def maps(monkeypatch):
-    """wgmma_gemm.tensor_map without the driver: a fake 128-byte array per
-    call, the calls kept."""
-    made = []
-
-    def fake_map(address, rows, cols, box_rows, box_cols):
-        made.append((address, rows, cols, box_rows, box_cols))
-        return FakeArray((128,), np.uint8, 0x7000000 + 0x100 * len(made))
-
-    monkeypatch.setattr(gb.wgmma_gemm, "tensor_map", fake_map)
-    return made
+    """wgmma_gemm.tensor_map without the driver; the calls kept."""
+    return fakes.fake_tensor_maps(monkeypatch, gb.wgmma_gemm, 0x7000000)
 
 
 def arrays(*shapes):

@@ -14,16 +14,8 @@ from matmul_tc import wgmma_gemm as wg
 
 @pytest.fixture
 def maps(monkeypatch):
-    """tensor_map without the driver: a fake 128-byte array per call, and
-    the calls kept."""
-    made = []
-
-    def fake_map(address, rows, cols, box_rows, box_cols):
-        made.append((address, rows, cols, box_rows, box_cols))
-        return FakeArray((128,), np.uint8, 0x900000 + 0x100 * len(made))
-
-    monkeypatch.setattr(wg, "tensor_map", fake_map)
-    return made
+    """tensor_map without the driver; the calls kept."""
+    return fakes.fake_tensor_maps(monkeypatch, wg, 0x900000)
 
 
 def three(m, n, k, c_dtype=np.uint16):
