@@ -1,5 +1,6 @@
 """Shared test machinery: the listings, what each says about itself, the
-`--stale` option, and the order tests run in.
+`--stale` option (listings whose record, and chapters whose notebook, is not
+current), and the order tests run in.
 
 The GPU suite's own machinery (running a listing, the shared GPU lock,
 staging and writing records) is in gpu_harness.py.
@@ -7,6 +8,8 @@ staging and writing records) is in gpu_harness.py.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import sys
 import tempfile
@@ -16,30 +19,63 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "code"))
 
-from cudabook import listings, record  # noqa: E402
+from cudabook import listings, notebooks, record  # noqa: E402
 
 LISTINGS = listings.discover()
 REQUIRE_GPU = os.environ.get("REQUIRE_GPU") == "1"
 
-
-def _description(lst: listings.Listing) -> dict:
-    """What the listing's command line accepts. A listing that cannot even
-    describe itself is still collected, so that its tests fail and say why
-    instead of the whole session failing to start."""
-    try:
-        return dict(listings.describe(lst), broken=lst.broken_tool, error=None)
-    except (RuntimeError, ValueError) as e:
-        return {"sized": False, "bench": False, "broken": None, "error": str(e)}
+# One staging folder per test run, shared by the pytest-xdist workers (they
+# inherit the environment) and by both passes of `cudabook verify` (which
+# names it), where every GPU test leaves what it saw. Made here, in the first
+# process to import this file, so that it exists before any worker starts.
+if "CUDABOOK_STAGING" not in os.environ:
+    os.environ["CUDABOOK_STAGING"] = tempfile.mkdtemp(prefix="cudabook-staging-")
 
 
-DESCRIPTIONS = {lst.id: _description(lst) for lst in LISTINGS}
+def _pycache_env() -> dict:
+    """The environment for a listing's --describe: compiled Python is kept in
+    a writable folder (as gpu_harness.lock_env does for listing runs), even
+    where PYTHONDONTWRITEBYTECODE is set, so that a read-only site-packages
+    does not make every one of these processes compile NumPy again."""
+    cache = os.environ.get("PYTHONPYCACHEPREFIX") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cudabook" / "pycache")
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=cache)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
-def pytest_configure(config):
-    """One staging folder per test run, shared by pytest-xdist workers (they
-    inherit the environment), where every GPU test leaves what it saw."""
-    if not hasattr(config, "workerinput") and "CUDABOOK_STAGING" not in os.environ:
-        os.environ["CUDABOOK_STAGING"] = tempfile.mkdtemp(prefix="cudabook-staging-")
+def once_per_run(name: str, compute):
+    """compute(), done by the first process of this test run to ask (under a
+    lock) and kept as JSON in the staging folder, where the other
+    pytest-xdist workers, and the second pass of `cudabook verify`, read it."""
+    staging = Path(os.environ["CUDABOOK_STAGING"])
+    path = staging / f"{name}.json"
+    with open(staging / f".{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not path.exists():
+                path.write_text(json.dumps(compute()))
+            return json.loads(path.read_text())
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _descriptions() -> dict[str, dict]:
+    """What each listing's command line accepts, asked once per test run
+    (asked by every worker, a 16-worker run started 16 x 94 Python
+    processes before its first test). A listing that cannot even describe
+    itself is still collected, so that its tests fail and say why instead
+    of the whole session failing to start."""
+    got = once_per_run("descriptions", lambda: listings.describe_all(LISTINGS, env=_pycache_env()))
+    out = {}
+    for lst in LISTINGS:
+        d = got.get(lst.id) or f"{lst.id} was not described"
+        out[lst.id] = (dict(d, broken=lst.broken_tool, error=None) if isinstance(d, dict)
+                       else {"sized": False, "bench": False, "broken": None, "error": d})
+    return out
+
+
+DESCRIPTIONS = _descriptions()
 
 
 def pytest_addoption(parser):
@@ -53,6 +89,24 @@ def stale_ids() -> set[str]:
     return {lst.id for lst in LISTINGS if record.status(lst, DESCRIPTIONS[lst.id])[0] != "current"}
 
 
+def stale_notebooks() -> set[str]:
+    """Chapters whose stored notebook is not the executed form of a fresh
+    build (a listing, its docstring or the notebook builder changed)."""
+    return {ch for ch in listings.chapters()
+            if notebooks.out_of_date(ch, describe=lambda lst: DESCRIPTIONS[lst.id])}
+
+
+def stale_selection() -> tuple[set[str], set[str]]:
+    """What --stale runs: (listings, chapters whose notebook runs), decided
+    once, when the run starts. Verify's second pass must time the listings
+    its first pass checked, though some of their records are written by then."""
+    def decide() -> dict:
+        ids = stale_ids()
+        return {"listings": sorted(ids), "chapters": sorted({i.split("/")[0] for i in ids} | stale_notebooks())}
+    got = once_per_run("stale", decide)
+    return set(got["listings"]), set(got["chapters"])
+
+
 # Tests that run first: with -x the freshness gate names the listing and the
 # command before anything slower runs; in the GPU suite, the long tests and
 # the ones that time things start first, so that they do not wait behind a
@@ -62,14 +116,57 @@ FIRST = ("test_records.py::test_listing_has_a_current_consistent_record",
          "test_gpu.py::test_runs")
 
 
+def _last_wall_s() -> dict[tuple[str, str], float]:
+    """How long each GPU test took when the committed record was made,
+    {(listing id, run key): seconds}, from the records' wall_s."""
+    out: dict[tuple[str, str], float] = {}
+    for lst in LISTINGS:
+        try:
+            rec = record.load(lst)
+        except record.RecordError:
+            continue
+        if rec is None:
+            continue
+        out.update({(lst.id, r.key): r.wall_s or 0.0 for r in rec.runs})
+        out.update({(lst.id, f"sanitizer:{t}"): s.wall_s or 0.0 for t, s in rec.sanitizer.items()})
+    return out
+
+
+def _run_key(item) -> tuple[str, str] | None:
+    """(listing id, the record's key for this test's run), for a GPU test of one listing."""
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    lst = params.get("listing")
+    if lst is None:
+        return None
+    name = getattr(item, "originalname", item.name)
+    key = {"test_correct_at_size": f"n={params.get('n')}", "test_runs": "run", "test_benchmark": "bench",
+           "test_sanitizer": f"sanitizer:{params.get('tool')}"}.get(name)
+    return (lst.id, key) if key else None
+
+
 def pytest_collection_modifyitems(config, items):
+    """Order: FIRST, then within each group the GPU tests longest first, by
+    the time each took when its record was made (a test never timed counts
+    as long), so that with -n the last test to finish is a short one
+    rather than a 30 s check that started late."""
+    walls = _last_wall_s() if any("gpu" in item.keywords for item in items) else {}
+
+    # A notebook runs its chapter's listings once each, with --bench where
+    # they have one: about what those runs took.
+    notebook = {}
+    for (lid, key), wall in walls.items():
+        if key in ("run", "bench"):
+            notebook[lid.split("/")[0]] = notebook.get(lid.split("/")[0], 0.0) + wall
+
     def rank(item):
         name = f"{Path(str(item.fspath)).name}::{getattr(item, 'originalname', item.name)}"
-        return FIRST.index(name) if name in FIRST else len(FIRST)
+        key = _run_key(item)
+        chapter = item.callspec.params.get("chapter") if hasattr(item, "callspec") else None
+        expected = walls.get(key, 60.0) if key else notebook.get(chapter, 600.0) if chapter else 0.0
+        return (FIRST.index(name) if name in FIRST else len(FIRST), -expected)
     items.sort(key=rank)
     if config.getoption("--stale"):
-        stale = stale_ids()
-        chapters = {s.split("/")[0] for s in stale}
+        stale, chapters = stale_selection()
         keep, drop = [], []
         for item in items:
             lst = item.callspec.params.get("listing") if hasattr(item, "callspec") else None

@@ -31,7 +31,7 @@ from cudabook.gpu import EXIT_SKIPPED
 
 
 def staging() -> Path:
-    """The session's staging folder (conftest.pytest_configure makes it)."""
+    """The session's staging folder (conftest.py makes it)."""
     return Path(os.environ["CUDABOOK_STAGING"])
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -233,11 +234,27 @@ def orphans(root: Path = ROOT) -> list[Path]:
     return out
 
 
-def describe(listing: Listing) -> dict:
+def describe(listing: Listing, env: dict | None = None) -> dict:
     """What a listing's command line accepts ({"sized": ..., "bench": ...}),
     asked of the listing itself (`--describe` needs no GPU)."""
     r = subprocess.run([sys.executable, str(listing.py), "--describe"], capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=60, env=env)
     if r.returncode != 0:
         raise RuntimeError(f"{listing.id} --describe failed:\n{r.stderr}")
     return json.loads(r.stdout)
+
+
+def describe_all(found: list[Listing], env: dict | None = None) -> dict[str, dict | str]:
+    """describe() for many listings at once, one process per listing, as
+    many at a time as there are cores. A listing that cannot describe
+    itself maps to the error's text instead."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(lst: Listing) -> dict | str:
+        try:
+            return describe(lst, env)
+        except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+            return str(e)
+
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return dict(zip((lst.id for lst in found), pool.map(one, found)))

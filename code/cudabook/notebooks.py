@@ -2,10 +2,11 @@
 
 The listings stay the single source: `build(chapter)` makes the notebook's
 cells from them (each listing's docstring, its kernel source, and a cell that
-runs it), in the order the chapter uses them, and the tests fail if the
-stored notebook's cells differ from a fresh build. `execute` runs it in a
-Jupyter kernel on a GPU machine and stores the outputs, so the site can show
-a real run to readers with no GPU. The first cell makes it work on Colab.
+runs it with its checks), in the order the chapter uses them, and the tests
+fail if the stored notebook's cells differ from a fresh build. `execute`
+runs it in a Jupyter kernel on a GPU machine and stores the outputs, so the
+site can show a real run to readers with no GPU. The first cell makes it
+work on Colab.
 
     python -m cudabook.notebooks build first_kernel      # cells only
     python -m cudabook.notebooks execute first_kernel    # on a GPU: cells + outputs
@@ -109,10 +110,9 @@ def chapter_title(chapter: str, root: Path = ROOT) -> str:
     return chapter.replace("_", " ").capitalize()
 
 
-def _sanitizer_cell(lst: Listing) -> str:
+def _sanitizer_cell(lst: Listing, sized: bool) -> str:
     """A deliberately broken listing is shown being caught: run it under the
     compute-sanitizer tool its docstring names, which must report an error."""
-    sized = listings.describe(lst)["sized"]
     args = f', "--n", "{suite.SANITIZER_N}"' if sized else ""
     return (
         "# Broken on purpose: run it under compute-sanitizer, which must catch the bug.\n"
@@ -126,36 +126,40 @@ def _sanitizer_cell(lst: Listing) -> str:
     )
 
 
-def _run_args(listing: Listing) -> list[str]:
-    """Benchmark the chapter's listings that have a benchmark; run the others,
-    and the exercises' solutions, plainly (the chapter shows their benchmark
-    output from the GPU record)."""
-    if listing.name.startswith("ex"):
-        return []
-    return ["--bench"] if listings.describe(listing)["bench"] else []
+def _timing_note(lst: Listing) -> dict:
+    """Said after the cell of a listing that has a benchmark. The notebook
+    runs each listing's checks, not its benchmark: the GPU suite times every
+    benchmark once for the record, which the chapter shows, and timing it
+    again here only made the suite slower."""
+    return _md(f"To time it as well, run `{lst.name}.main([\"--bench\"])`. The chapter shows "
+               "the timing recorded on the book's GPU.")
 
 
-def build(chapter: str, root: Path = ROOT) -> dict:
-    """The notebook for a chapter, without outputs."""
-    listings = chapter_listings(chapter, root)
+def build(chapter: str, root: Path = ROOT, describe=listings.describe) -> dict:
+    """The notebook for a chapter, without outputs. `describe` says what a
+    listing's command line accepts (the test suite passes the answers it
+    already has)."""
+    found = chapter_listings(chapter, root)
     title = chapter_title(chapter, root)
     cells = [
         _md(f"# {title}: companion notebook\n\n"
             f"[Open in Colab]({colab_url(chapter, root)}) (choose a GPU runtime)\n\n"
-            f"Generated from the chapter's listings in `code/{chapter}/`. The outputs below come "
-            "from a run on the GPU named in the last cell."),
+            f"Generated from the chapter's listings in `code/{chapter}/`. Each listing runs "
+            "its checks here; the outputs below come from a run on the GPU named in the last "
+            "cell. The timings are in the chapter, from the book's GPU records."),
         _code(SETUP.replace("{repo}", repository(root))),
     ]
-    for lst in listings:
+    for lst in found:
         cells.append(_doc_cell(lst))
         if lst.cu is not None:
             cells.append(_md(f"The kernel, `{lst.rel(lst.cu)}`:\n\n```cuda\n{_kernel_source(lst)}\n```"))
         if lst.broken_tool:
-            cells.append(_code(_sanitizer_cell(lst)))
+            cells.append(_code(_sanitizer_cell(lst, describe(lst)["sized"])))
             continue
-        args = _run_args(lst)
         cells.append(_code(f"from {chapter} import {lst.name}\n"
-                           f"assert {lst.name}.main({args!r}) == 0"))
+                           f"assert {lst.name}.main([]) == 0"))
+        if describe(lst)["bench"]:
+            cells.append(_timing_note(lst))
     cells.append(_code("import cudabook\ncudabook.gpu.environment()"))
     for i, cell in enumerate(cells):
         cell["id"] = f"cell-{i:02d}"
@@ -166,11 +170,31 @@ def build(chapter: str, root: Path = ROOT) -> dict:
             "language_info": {"name": "python"},
             "accelerator": "GPU",
             "cudabook": {"chapter": chapter,
-                         "listings": {lst.id: hashing.content_hash(lst) for lst in listings}},
+                         "listings": {lst.id: hashing.content_hash(lst) for lst in found}},
         },
         "nbformat": 4,
         "nbformat_minor": 5,
     }
+
+
+def out_of_date(chapter: str, root: Path = ROOT, describe=listings.describe) -> str | None:
+    """Why the stored notebook is not the executed form of a fresh build
+    (missing, other cells, other code, never executed), or None."""
+    stored_path = path(chapter, root)
+    if not stored_path.exists():
+        return f"no notebook for {chapter}"
+    stored = json.loads(stored_path.read_text())
+    fresh = build(chapter, root, describe)
+
+    def src(nb):
+        return [(c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
+    if src(stored) != src(fresh):
+        return f"{stored_path.name} is out of date with its listings"
+    if stored["metadata"]["cudabook"]["listings"] != fresh["metadata"]["cudabook"]["listings"]:
+        return f"{stored_path.name} ran other code than its listings hold now"
+    if not stored["metadata"]["cudabook"].get("executed"):
+        return f"{stored_path.name} was never executed"
+    return None
 
 
 def execute(nb: dict, cwd: Path, timeout: int = 600) -> dict:

@@ -167,9 +167,10 @@ __device__ __forceinline__ void tile_of(int block, int tiles_m, int tiles_n, int
 
 // --8<-- [start:kernel]
 // One block's 128 x 256 tile of C: the producer fills the ring, the two
-// consumers multiply, and each consumer hands its 64 x 256 accumulator to
-// store(d, row0, col0): rows row0 + 16 (t / 32) + (t % 32) / 4 + 8h and
-// columns col0 + 8j + 2 (t % 4) + c hold d[4j + 2h + c] (PTX ISA, wgmma D
+// consumers multiply, and each warp hands its 16 x 256 share of its
+// consumer's 64 x 256 accumulator to store(d, row0, col0), with row0 the
+// warp's first row: rows row0 + (t % 32) / 4 + 8h and columns
+// col0 + 8j + 2 (t % 4) + c hold d[4j + 2h + c] (PTX ISA, wgmma D
 // fragments). The kernel below stores C; chapter 17 stores its layers'
 // tails instead.
 template <class Store>

@@ -122,15 +122,19 @@ def bench(kernels, seed: int, budget_ms: float) -> dict:
           f"{bw / 1e9:,.0f} GB/s")
     labels = {"fused": "fused (gemm_gelu)", "product": "product, fp32 out", "tail": "tail, fp32 in",
               "unfused": "unfused (both)", "torch": "torch F.linear, F.gelu"}
+    tail_bytes = c32.nbytes + out.nbytes + b.nbytes     # the tail does no matrix product
     for name, ms in t.items():
-        print(f"  {labels[name]:24s} {ms:8.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s")
+        rate = (f"{tail_bytes / ms / 1e6:7,.0f} GB/s ({tail_bytes / ms * 1e3 / bw:.0%} of copy)"
+                if name == "tail" else f"{flops / ms / 1e9:7.1f} TFLOP/s")
+        print(f"  {labels[name]:24s} {ms:8.3f} ms {rate}")
     saved = t["unfused"] - t["fused"]
     predicted = extra / bw * 1e3
     print(f"  fusion saved {saved:.3f} ms; the fp32 round trip ({extra / 1e6:.0f} MB) at copy "
           f"bandwidth takes {predicted:.3f} ms")
     facts = {f"{name}_ms": ms for name, ms in t.items()}
     facts.update(saved_ms=saved, predicted_ms=predicted, extra_bytes=extra, copy_bw=bw,
-                 fused_tflops=flops / t["fused"] / 1e9)
+                 fused_tflops=flops / t["fused"] / 1e9, tail_mb=tail_bytes / 1e6,
+                 tail_fraction_of_copy=tail_bytes / t["tail"] * 1e3 / bw)
     return facts
 
 
