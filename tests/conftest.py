@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 
@@ -28,9 +29,13 @@ REQUIRE_GPU = os.environ.get("REQUIRE_GPU") == "1"
 # One staging folder per test run, shared by the pytest-xdist workers (they
 # inherit the environment) and by both passes of `cudabook verify` (which
 # names it), where every GPU test leaves what it saw. Made here, in the first
-# process to import this file, so that it exists before any worker starts.
+# process to import this file, so that it exists before any worker starts;
+# likewise the run's token, which keys what once_per_run keeps there (verify
+# gives both its passes one token; a staging folder named by hand and used
+# again by a later run gets no answers of the earlier run).
 if "CUDABOOK_STAGING" not in os.environ:
     os.environ["CUDABOOK_STAGING"] = tempfile.mkdtemp(prefix="cudabook-staging-")
+os.environ.setdefault("CUDABOOK_RUN", uuid.uuid4().hex)
 
 
 def _pycache_env() -> dict:
@@ -50,13 +55,17 @@ def once_per_run(name: str, compute):
     lock) and kept as JSON in the staging folder, where the other
     pytest-xdist workers, and the second pass of `cudabook verify`, read it."""
     staging = Path(os.environ["CUDABOOK_STAGING"])
-    name = f"{name}-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}"   # a test's copy of the tree
-    path = staging / f"{name}.json"                                           # has answers of its own
-    with open(staging / f".{name}.lock", "a") as lock:
+    staging.mkdir(parents=True, exist_ok=True)
+    # Keyed by the run and by the tree: a test's copy of the tree has answers of its own.
+    key = hashlib.sha256(f"{os.environ['CUDABOOK_RUN']}\0{ROOT}".encode()).hexdigest()[:16]
+    path = staging / f"{name}-{key}.json"
+    with open(staging / f".{name}-{key}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not path.exists():
-                path.write_text(json.dumps(compute()))
+                part = path.with_suffix(".part")
+                part.write_text(json.dumps(compute()))
+                os.replace(part, path)        # a reader never sees half a file
             return json.loads(path.read_text())
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
@@ -153,19 +162,22 @@ def pytest_collection_modifyitems(config, items):
     rather than a 30 s check that started late."""
     walls = _last_wall_s() if any("gpu" in item.keywords for item in items) else {}
 
-    # A notebook runs its chapter's listings once each, with --bench where
-    # they have one: about what those runs took.
-    notebook = {}
-    for (lid, key), wall in walls.items():
-        if key in ("run", "bench"):
-            notebook[lid.split("/")[0]] = notebook.get(lid.split("/")[0], 0.0) + wall
+    # A notebook runs each of its chapter's listings once, with its checks
+    # at the default size: about what the plain runs took, a listing each.
+    notebook: dict[str, float] = {}
+    for lst in LISTINGS:
+        plain = walls.get((lst.id, "run"), walls.get((lst.id, "n=1000003"), 0.0))
+        notebook[lst.chapter] = notebook.get(lst.chapter, 0.0) + plain
 
     def rank(item):
         name = f"{Path(str(item.fspath)).name}::{getattr(item, 'originalname', item.name)}"
+        first = FIRST.index(name) if name in FIRST else len(FIRST)
+        if "gpu" not in item.keywords:
+            return (first, 0.0)                 # CPU tests keep their order
         key = _run_key(item)
         chapter = item.callspec.params.get("chapter") if hasattr(item, "callspec") else None
-        expected = walls.get(key, 60.0) if key else notebook.get(chapter, 600.0) if chapter else 0.0
-        return (FIRST.index(name) if name in FIRST else len(FIRST), -expected)
+        expected = walls.get(key, 60.0) if key else notebook.get(chapter, 60.0) if chapter else 60.0
+        return (first, -expected)
     items.sort(key=rank)
     if config.getoption("--stale"):
         stale, chapters = stale_selection()

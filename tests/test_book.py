@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import LISTINGS, ROOT
+from conftest import DESCRIPTIONS, LISTINGS, ROOT
 
 from cudabook import listings, notebooks, record
 
@@ -82,7 +82,7 @@ def _gpu_of_records() -> str:
 
 @pytest.mark.parametrize("chapter", listings.chapters())
 def test_notebook_in_sync_with_listings(chapter):
-    why = notebooks.out_of_date(chapter)
+    why = notebooks.out_of_date(chapter, describe=lambda lst: DESCRIPTIONS[lst.id])
     assert why is None, (f"{why}: re-run the GPU suite, which executes the notebooks of the "
                          "chapters that need it (REQUIRE_GPU=1 python -m cudabook verify --stale)")
     stored = json.loads(notebooks.path(chapter).read_text())

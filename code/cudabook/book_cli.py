@@ -262,6 +262,7 @@ def verify(args: list[str]) -> int:
     workers. Extra arguments (--stale, -k ...) go to both passes."""
     import os
     import tempfile
+    import uuid
 
     env = dict(os.environ, CUDABOOK_STAGING=tempfile.mkdtemp(prefix="cudabook-staging-"))
     # The suite starts a thousand Python processes. Many GPU images set
@@ -270,8 +271,12 @@ def verify(args: list[str]) -> int:
     # a listing at n=1 on the H200 machine. The suite keeps compiled Python
     # in its own folder (PYTHONPYCACHEPREFIX, tests/gpu_harness.py).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["CUDABOOK_RUN"] = uuid.uuid4().hex          # both passes share what conftest works out once
     cores = str(max(2, os.cpu_count() or 2))
-    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+    # Tests come longest first (conftest.py); one test at a time to each
+    # worker, so that the longest are spread over the workers, not queued
+    # on the first one in a batch.
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--maxschedchunk=1"]
     first = subprocess.call(base + ["-m", "gpu and not timed", "-n", cores, *args], env=env, cwd=listings.ROOT)
     # Eight workers: while one times with the GPU alone, the others are
     # queued with their inputs and references ready.

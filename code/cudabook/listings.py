@@ -256,5 +256,9 @@ def describe_all(found: list[Listing], env: dict | None = None) -> dict[str, dic
         except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
             return str(e)
 
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        return dict(zip((lst.id for lst in found), pool.map(one, found)))
+    with ThreadPoolExecutor(max_workers=max(2, len(os.sched_getaffinity(0)))) as pool:
+        got = dict(zip((lst.id for lst in found), pool.map(one, found)))
+    for lst in found:                      # a failure under load is asked again, alone
+        if isinstance(got[lst.id], str):
+            got[lst.id] = one(lst)
+    return got

@@ -183,16 +183,22 @@ def out_of_date(chapter: str, root: Path = ROOT, describe=listings.describe) -> 
     stored_path = path(chapter, root)
     if not stored_path.exists():
         return f"no notebook for {chapter}"
-    stored = json.loads(stored_path.read_text())
     fresh = build(chapter, root, describe)
 
     def src(nb):
         return [(c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
-    if src(stored) != src(fresh):
+    try:                                   # e.g. a merge conflict left in the file
+        stored = json.loads(stored_path.read_text())
+        same_cells = src(stored) == src(fresh)
+        ran = stored["metadata"]["cudabook"]["listings"]
+        executed = stored["metadata"]["cudabook"].get("executed")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"{stored_path.name} cannot be read as a notebook ({type(e).__name__}: {e})"
+    if not same_cells:
         return f"{stored_path.name} is out of date with its listings"
-    if stored["metadata"]["cudabook"]["listings"] != fresh["metadata"]["cudabook"]["listings"]:
+    if ran != fresh["metadata"]["cudabook"]["listings"]:
         return f"{stored_path.name} ran other code than its listings hold now"
-    if not stored["metadata"]["cudabook"].get("executed"):
+    if not executed:
         return f"{stored_path.name} was never executed"
     return None
 
