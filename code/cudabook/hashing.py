@@ -16,6 +16,7 @@ numbers), and a broken listing's `Expect:` line (the suite checks it).
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import io
 import re
@@ -75,10 +76,16 @@ def normalized_cuda(text: str) -> str:
 
 
 def normalized(path: Path) -> str:
-    text = path.read_text()
-    if path.suffix == ".py":
+    return _normalized(path.suffix, path.read_text())
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalized(suffix: str, text: str) -> str:
+    """normalized() of a file's text, worked out once per text (every
+    listing's hash reads the same helper modules)."""
+    if suffix == ".py":
         return normalized_python(text)
-    if path.suffix in (".cu", ".cuh"):
+    if suffix in (".cu", ".cuh"):
         return normalized_cuda(text)
     return text
 
