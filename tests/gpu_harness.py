@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DESCRIPTIONS, LISTINGS, REQUIRE_GPU, ROOT
+from conftest import DESCRIPTIONS, LISTINGS, REQUIRE_GPU, ROOT, once_per_run, pycache_folder
 
 from cudabook import listings, record, suite
 from cudabook.gpu import EXIT_SKIPPED
@@ -41,12 +41,8 @@ def results_root() -> Path:
 
 def lock_env() -> dict:
     """What every process the suite starts is given: the GPU lock's name, and
-    a folder for compiled Python (PYTHONPYCACHEPREFIX). The second matters
-    when site-packages is read-only, as in many GPU images: without it every
-    listing process compiles torch's Python again, seconds each time."""
-    cache = os.environ.get("PYTHONPYCACHEPREFIX") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cudabook" / "pycache")
-    return {"CUDABOOK_GPU_LOCK": str(staging() / "gpu.lock"), "PYTHONPYCACHEPREFIX": cache}
+    a folder for compiled Python (conftest.pycache_folder)."""
+    return {"CUDABOOK_GPU_LOCK": str(staging() / "gpu.lock"), "PYTHONPYCACHEPREFIX": pycache_folder()}
 
 
 def run_listing(listing: listings.Listing, *args: str, prefix: list[str] | None = None,
@@ -58,6 +54,15 @@ def run_listing(listing: listings.Listing, *args: str, prefix: list[str] | None 
     answer (which it must not)."""
     cmd = [*(prefix or []), sys.executable, str(listing.py), *args]
     env = dict(os.environ, PYTHONUNBUFFERED="1", **lock_env(), **(env or {}))
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def run_sizes(listing: listings.Listing, out: Path, pairs: list[str],
+              timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run a listing at several sizes in one process (tests/run_sizes.py):
+    `pairs` are "<n>:<seed>"; each size's findings land in `out`."""
+    cmd = [sys.executable, str(ROOT / "tests" / "run_sizes.py"), str(listing.py), str(out), *pairs]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **lock_env())
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
 
@@ -111,14 +116,21 @@ def skip_or_fail(reason: str):
     pytest.skip(reason)
 
 
-def probe(body: str) -> subprocess.CompletedProcess:
+def probe(body: str, once: str | None = None) -> subprocess.CompletedProcess:
     """Run `body` (Python, with `cb` imported) in a fresh process through
     cb.run, so a missing GPU, driver, nvcc or PyCUDA skips (or, with
-    REQUIRE_GPU=1, fails) the test instead of crashing it."""
+    REQUIRE_GPU=1, fails) the test instead of crashing it. once: a name under
+    which the answer is kept for the whole run (conftest.once_per_run), so
+    that the workers do not each start a CUDA context to ask the same thing."""
     code = ("import json, sys; sys.path.insert(0, 'code'); import cudabook as cb\n"
             f"def body():\n    {body}\n    return 0\nsys.exit(cb.run(body))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                       timeout=120, env=dict(os.environ, **lock_env()))
+
+    def ask() -> dict:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                           timeout=120, env=dict(os.environ, **lock_env()))
+        return {"returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr}
+    got = once_per_run(once, ask) if once else ask()
+    r = subprocess.CompletedProcess([sys.executable, "-c", code], **got)
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip().removeprefix("SKIPPED: "))
     assert r.returncode == 0, f"GPU probe crashed:\n{r.stderr}"
@@ -128,14 +140,14 @@ def probe(body: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def gpu_ready() -> None:
     """Skip (or, with REQUIRE_GPU=1, fail) when this machine cannot run listings."""
-    probe("cb.init(); cb.gpu.ensure_nvcc_on_path()")
+    probe("cb.init(); cb.gpu.ensure_nvcc_on_path()", once="gpu_ready")
 
 
 @pytest.fixture(scope="session")
 def gpu_environment(gpu_ready) -> dict:
     """The GPU, driver and versions, for a record whose listing reports
     nothing itself (a broken listing only ever runs under the sanitizer)."""
-    r = probe("cb.init(); print(json.dumps(cb.gpu.environment()))")
+    r = probe("cb.init(); print(json.dumps(cb.gpu.environment()))", once="gpu_environment")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -150,5 +162,5 @@ def sanitizer_path() -> str | None:
 
 
 __all__ = ["LISTINGS", "DESCRIPTIONS", "ROOT", "gpu_environment", "gpu_ready", "probe", "run_listing",
-           "run_module", "required_runs", "results_root", "sanitizer_path", "skip_or_fail", "staged",
+           "run_module", "run_sizes", "required_runs", "results_root", "sanitizer_path", "skip_or_fail", "staged",
            "staging", "store"]

@@ -5,12 +5,13 @@ Run on a machine with an NVIDIA GPU and PyCUDA:
     REQUIRE_GPU=1 python -m cudabook verify            # everything
     REQUIRE_GPU=1 python -m cudabook verify --stale    # only what is not current
 
-`verify` runs pytest twice over one staging folder: first the checks and the
-sanitizer runs, side by side on every core (-m "gpu and not timed"), then
-the tests that measure (-m "gpu and timed": benchmarks, listings that call
-cb.gpu_alone(), notebooks) on a few workers, each timing with the GPU and
-the machine to itself (cudabook/lock.py). One pytest with everything mixed
-would make each timing wait for every long check running beside it.
+`verify` runs pytest twice over one staging folder, each time on every
+core: first the checks, the sanitizer runs and most notebooks (-m "gpu and
+not timed"), then the tests that measure (-m "gpu and timed": benchmarks,
+listings that call cb.gpu_alone(), and the notebooks of their chapters),
+each timing with the GPU and the machine to itself (cudabook/lock.py). One
+pytest with everything mixed would make each timing wait for every long
+check running beside it.
 
 Without a GPU each test is skipped with the reason; with REQUIRE_GPU=1 a
 missing GPU (or torch, for the baselines) is a failure. The session writes
@@ -28,7 +29,7 @@ import time
 
 import pytest
 from gpu_harness import (DESCRIPTIONS, LISTINGS, gpu_environment, gpu_ready, results_root,  # noqa: F401
-                         run_listing, run_module, sanitizer_path, skip_or_fail, store)
+                         run_listing, run_module, run_sizes, sanitizer_path, skip_or_fail, store)
 
 from cudabook import listings, record, suite
 from cudabook.gpu import EXIT_SKIPPED
@@ -57,22 +58,50 @@ def _run_and_store(listing, key, tmp_path, *args):
         skip_or_fail(r.stderr.strip())
     how = f"python {listing.rel(listing.py)} {' '.join(args)} --seed {seed}"
     report = json.loads(out.read_text()) if out.exists() else {}
-    value = {"argv": list(args) + ["--seed", str(seed)], "n": None, "budget_ms": None, "checks": [],
-             "benchmarks": [], "facts": {}, "environment": {}, **report}
-    value.update(seed=seed, passed=r.returncode == 0 and report.get("passed", False),
-                 wall_s=round(wall, 2), stdout=r.stdout[-STDOUT_LIMIT:])
-    store(listing, key, value)
+    _store_run(listing, key, args, seed, report, r.returncode, r.stdout, wall)
     assert r.returncode == 0, f"{how} exited {r.returncode}\n{r.stdout[-6000:]}\n{r.stderr[-4000:]}"
     return r, report
 
 
-@pytest.mark.parametrize("n", suite.SIZES, ids=lambda n: f"n{n}")
+def _store_run(listing, key, args, seed, report, returncode, stdout, wall):
+    """Keep what one run of a listing reported (the record's run `key`)."""
+    value = {"argv": list(args) + ["--seed", str(seed)], "n": None, "budget_ms": None, "checks": [],
+             "benchmarks": [], "facts": {}, "environment": {}, **report}
+    value.update(seed=seed, passed=returncode == 0 and report.get("passed", False),
+                 wall_s=round(wall, 2), stdout=stdout[-STDOUT_LIMIT:])
+    store(listing, key, value)
+
+
+@pytest.mark.parametrize("sizes", suite.SIZE_GROUPS, ids=lambda g: "n" + "-".join(map(str, g)))
 @pytest.mark.parametrize("listing", SIZED, ids=lambda lst: lst.id)
-def test_correct_at_size(listing, n, tmp_path, gpu_ready):
-    _, report = _run_and_store(listing, f"n={n}", tmp_path, "--n", str(n))
-    assert report["checks"], f"{listing.id} checked nothing"
-    assert all(c["passed"] for c in report["checks"])
-    assert all(c["n"] == n for c in report["checks"])
+def test_correct_at_sizes(listing, sizes, tmp_path, gpu_ready):
+    """The listing at each size of the group, one process for the group
+    (tests/run_sizes.py), each size with a seed of its own."""
+    assert not DESCRIPTIONS[listing.id]["error"], DESCRIPTIONS[listing.id]["error"]
+    seeds = {n: secrets.randbelow(2**31) for n in sizes}
+    r = run_sizes(listing, tmp_path, [f"{n}:{seeds[n]}" for n in sizes])
+    failures = []
+    for n in sizes:
+        how = f"python {listing.rel(listing.py)} --n {n} --seed {seeds[n]}"
+        ran = tmp_path / f"n{n}.run.json"
+        if not ran.exists():
+            failures.append(f"{how}: not run (the process exited {r.returncode})\n{r.stderr[-3000:]}")
+            continue
+        run = json.loads(ran.read_text())
+        if run["returncode"] == EXIT_SKIPPED:
+            skip_or_fail(run["stderr"].strip())
+        out = tmp_path / f"n{n}.json"
+        report = json.loads(out.read_text()) if out.exists() else {}
+        _store_run(listing, f"n={n}", ["--n", str(n)], seeds[n], report, run["returncode"],
+                   run["stdout"], run["wall_s"])
+        checks = report.get("checks") or []
+        if run["returncode"] != 0:
+            failures.append(f"{how} exited {run['returncode']}\n{run['stdout'][-4000:]}\n{run['stderr'][-3000:]}")
+        elif not checks:
+            failures.append(f"{how} checked nothing")
+        elif not all(c["passed"] for c in checks) or not all(c["n"] == n for c in checks):
+            failures.append(f"{how}: a check failed or covered another size\n{run['stdout'][-4000:]}")
+    assert not failures, "\n\n".join(failures)
 
 
 @pytest.mark.parametrize("listing", UNSIZED, ids=lambda lst: lst.id)
@@ -126,15 +155,22 @@ def test_broken_listing_is_caught(listing, gpu_environment):
     assert caught, f"compute-sanitizer --tool {tool} did not report {error!r} in {listing.id}:\n{text[-3000:]}"
 
 
-CHAPTERS = sorted({lst.chapter for lst in LISTINGS})
+def _measures_hardware(chapter: str) -> bool:
+    """Does a listing of the chapter take the GPU alone in its plain run (the
+    notebook's)? Then its notebook runs with the timed tests, else with the checks."""
+    return any("cb.gpu_alone()" in lst.py.read_text() for lst in WORKING if lst.chapter == chapter)
 
 
-@pytest.mark.timed
+CHAPTERS = [pytest.param(ch, marks=pytest.mark.timed) if _measures_hardware(ch) else ch
+            for ch in sorted({lst.chapter for lst in LISTINGS})]
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_notebook_executes(chapter, gpu_ready):
     """Execute the chapter's companion notebook and store it with its outputs.
-    (Defined before the benchmarks: the notebooks are the longest timed
-    tests, so they start first.)"""
+    A notebook runs each listing's checks at its default size; one whose
+    listings measure the hardware runs in the timed pass, so that what they
+    measure has the machine to itself (cudabook/lock.py)."""
     r = run_module("cudabook.notebooks", "execute", chapter, timeout=900)
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())

@@ -317,3 +317,48 @@ def test_ncu_csv_becomes_one_dict_per_launch():
     assert rows[0][ncu.SECTORS] / rows[0][ncu.REQUESTS] == 2_097_155 / 524_289
     assert rows[1][ncu.SECTORS] == 16_777_220.0
     assert ncu.parse_csv("==PROF== nothing profiled\n") == []
+
+
+FAKE_LISTING = '''"""A listing that needs no GPU: it checks that n is odd."""
+import sys
+sys.path.insert(0, {code!r})
+import cudabook as cb
+
+
+def main(argv=None):
+    args = cb.parse_args(argv, __doc__, n=3)
+    if args.n == 4:
+        raise RuntimeError("four is right out")
+    print("size", args.n)
+    cb.report_check(cb.expect("n is odd", args.n % 2 == 1, f"n = {{args.n}}", n=args.n))
+    return cb.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(cb.run(main))
+'''
+
+
+def test_run_sizes_runs_each_size_as_its_own_command_would(tmp_path):
+    """tests/run_sizes.py: one process, several sizes; each size's output,
+    exit code and report are its own, and a size that fails or raises does
+    not stop the next."""
+    import subprocess
+    import sys
+
+    listing = tmp_path / "odd.py"
+    listing.write_text(FAKE_LISTING.format(code=str(ROOT / "code")))
+    out = tmp_path / "out"
+    out.mkdir()
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "run_sizes.py"), str(listing), str(out),
+                        "1:11", "2:12", "4:14", "5:15"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    runs = {n: json.loads((out / f"n{n}.run.json").read_text()) for n in (1, 2, 4, 5)}
+    assert [runs[n]["returncode"] for n in (1, 2, 4, 5)] == [0, 1, 1, 0]
+    assert runs[1]["stdout"].startswith("size 1\nok   n is odd: n = 1")
+    assert "FAILED: 1 of 1 check(s)" in runs[2]["stderr"]
+    assert "RuntimeError: four is right out" in runs[4]["stderr"] and not (out / "n4.json").exists()
+    for n, seed in ((1, 11), (5, 15)):
+        report = json.loads((out / f"n{n}.json").read_text())
+        assert report["argv"] == ["--n", str(n), "--seed", str(seed)] and report["n"] == n
+        assert report["passed"] and [c["n"] for c in report["checks"]] == [n]

@@ -246,6 +246,11 @@ def test_required_runs():
     assert suite.required_runs(sized=True, bench=False, kernels=True, broken_tool="racecheck") == {"broken:racecheck"}
 
 
+def test_size_groups_run_every_size_once():
+    together = [n for group in suite.SIZE_GROUPS for n in group]
+    assert sorted(together) == sorted(suite.SIZES) and len(set(together)) == len(together)
+
+
 def test_badge_text():
     rec = record.from_dict(json.loads((ROOT / "results/first_kernel/add_vectorized.json").read_text()))
     text = record.badge_text(rec)

@@ -4,7 +4,8 @@ One definition, used by the suite that writes records (tests/test_gpu.py)
 and by the CPU check that a record is complete (record.py):
 
 - a listing with a size runs at every size in SIZES, a listing without one
-  runs once ("run");
+  runs once ("run"); the sizes of one group in SIZE_GROUPS run in one process
+  (tests/run_sizes.py), each with a seed of its own;
 - a listing that launches a kernel of the book's (its own .cu, or one it
   imports) also runs under each compute-sanitizer tool, at SANITIZER_N;
 - a listing with --bench also runs with --bench ("bench");
@@ -19,11 +20,14 @@ from __future__ import annotations
 
 #: Warp edges (1, 31, 32, 33), an awkward size, and one much larger than the L2.
 SIZES = (1, 31, 32, 33, 1_000_003, 2**27 + 7)
+#: The small sizes share a process (a CUDA context costs more than their
+#: work); the large one, seconds of work, runs beside them in its own.
+SIZE_GROUPS = ((1, 31, 32, 33, 1_000_003), (2**27 + 7,))
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 #: Small (instrumented kernels are slow), but more than four blocks of 256
 #: with a partial last block, and a float4 tail of 3.
 SANITIZER_N = 1027
-SUITE_FILES = ("code/cudabook/suite.py", "tests/test_gpu.py", "tests/gpu_harness.py")
+SUITE_FILES = ("code/cudabook/suite.py", "tests/test_gpu.py", "tests/gpu_harness.py", "tests/run_sizes.py")
 
 
 def required_runs(*, sized: bool, bench: bool, kernels: bool, broken_tool: str | None) -> set[str]:
