@@ -175,6 +175,24 @@ def test_measured_numbers_come_from_records(page):
                        'not a measurement as <span class="cb-given">...</span> and say where it comes from.')
 
 
+def test_why_gpus_exercise_1_names_the_sizes_where_the_copies_won():
+    """Exercise 1's solution says at which sizes, if any, the GPU with copies
+    beat PyTorch on every core (where PyTorch's own time jumped); those sizes
+    come from the record, so a new record that moves them fails here."""
+    rec = record.load(listings.find("why_gpus/ex1_add_one_crossover"))
+    assert rec is not None, "why_gpus/ex1_add_one_crossover has no record"
+    won = [r["n"] for r in rec.facts()["sweep"] if r["gpu_with_copies_ms"] < r["torch_cpu_ms"]]
+    text = " ".join((ROOT / "chapters" / "why_gpus" / "index.md").read_text().split())
+    said = "facts.crossover_with_copies_vs_torch_cpu]] except at "
+    if won:
+        wanted = said + " and ".join(f"{n:,}" for n in won) + " elements"
+        assert wanted in text, (f"the GPU with copies beat PyTorch at {won} in the record; exercise 1's "
+                                f"solution in chapters/why_gpus/index.md should say {wanted!r}")
+    else:
+        assert said not in text, ("the GPU with copies beat PyTorch at no size in the record; exercise "
+                                  "1's solution in chapters/why_gpus/index.md still names one")
+
+
 def test_why_gpus_prose_names_the_sizes_where_pytorch_stalled():
     """'Why GPUs' says at which sizes PyTorch's CPU time jumped, and that only
     there did the GPU with copies beat it. Those sizes come from the record,
@@ -190,9 +208,12 @@ def test_why_gpus_prose_names_the_sizes_where_pytorch_stalled():
     assert set(copies_won) <= set(jumps), (
         f"the GPU with copies beat PyTorch at {copies_won}, not only where PyTorch jumped ({jumps}): "
         "rewrite 'Against every core, the copies lose' in chapters/why_gpus/index.md")
-    words = {1: "one", 2: "two", 3: "three"}
-    sizes = " and ".join(f"{n:,}" for n in jumps)
-    wanted = f"at every size measured but {words.get(len(jumps), len(jumps))}, {sizes} elements"
-    assert jumps and wanted in text, (
+    if jumps:
+        words = {1: "one", 2: "two", 3: "three"}
+        sizes = " and ".join(f"{n:,}" for n in jumps)
+        wanted = f"at every size measured but {words.get(len(jumps), len(jumps))}, {sizes} elements"
+    else:
+        wanted = "beat the GPU with copies at every size measured."
+    assert wanted in text and bool(jumps) != ("this record has no such jump" in text), (
         f"PyTorch's time jumped at {jumps or 'no size'} in the record; the chapter should say "
-        f"{wanted!r} (or be rewritten if there are none)")
+        f"{wanted!r}" + ("" if jumps else " and 'this record has no such jump'"))
