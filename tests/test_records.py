@@ -315,3 +315,35 @@ def test_prose_can_say_whether_a_target_was_met():
             seen.add(met)
     assert seen == {True, False}, "the test needs records with a target met and one missed"
 
+
+
+def test_compare_records_reproduces_and_lists_moved_facts(tmp_path, capsys):
+    """compare-records: a record written again with the same code, passing
+    checks and benchmark rates within the band reproduces the committed
+    one; a rate outside the band does not; --facts lists the facts that
+    moved, and they do not fail it."""
+    from cudabook import book_cli
+
+    path = ROOT / "results/why_gpus/gelu_cpu_vs_gpu.json"
+    old = record.from_dict(json.loads(path.read_text()))
+    raw = json.loads(path.read_text())
+    bench = next(r for r in raw["runs"] if r["key"] == "bench")
+    b = bench["benchmarks"][0]
+    b["bytes_per_s"] *= 1.05                                   # within the band
+    bench["facts"]["sweep"][6]["torch_cpu_ms"] *= 3            # a fact that moved
+    bench["facts"]["largest_n"] += 1                           # by less than the band
+    new_dir = tmp_path / "why_gpus"
+    new_dir.mkdir()
+    (new_dir / "gelu_cpu_vs_gpu.json").write_text(json.dumps(raw))
+    new = record.from_dict(raw)
+    assert record.reproduces(new, old) == []
+    assert record.moved_facts(new, old) == [
+        f"why_gpus/gelu_cpu_vs_gpu: facts.sweep[6].torch_cpu_ms: "
+        f"{old.facts()['sweep'][6]['torch_cpu_ms']!r} -> {new.facts()['sweep'][6]['torch_cpu_ms']!r}"]
+    assert book_cli.compare_records(str(tmp_path), record.NOISE_BAND, facts=True) == 0
+    out = capsys.readouterr().out
+    assert "1 record(s) compared, 0 mismatch(es)" in out and "1 fact(s) moved" in out
+    b["bytes_per_s"] *= 1.2                                    # now outside it
+    (new_dir / "gelu_cpu_vs_gpu.json").write_text(json.dumps(raw))
+    assert book_cli.compare_records(str(tmp_path), record.NOISE_BAND) == 1
+    assert f"benchmarks[{b['name']!r}].bytes_per_s" in capsys.readouterr().out

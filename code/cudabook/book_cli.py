@@ -7,9 +7,11 @@ line is listing_cli.py).
     python -m cudabook new <chapter> <listing>  scaffold code/<chapter>/<listing>.cu and .py
     python -m cudabook verify [--stale] [pytest args]
                                        run the GPU suite (checks, then timings) and write records
-    python -m cudabook compare-records <dir> [--band 0.1]
+    python -m cudabook compare-records <dir> [--band 0.1] [--facts]
                                        do the records a GPU run wrote in <dir> reproduce
-                                       the committed ones? (the GPU workflow's check)
+                                       the committed ones? (the GPU workflow's check);
+                                       --facts also lists the facts that moved (the prose
+                                       to re-read), without failing on them
 
 `doctor` gathers facts (nvidia-smi, nvcc, PyCUDA, a tiny kernel) and then
 judges them in `diagnose`, which is pure logic so it can be tested without a
@@ -231,14 +233,16 @@ def new_listing(chapter: str, name: str, root=None) -> int:
     return 0
 
 
-def compare_records(new_dir: str, band: float) -> int:
+def compare_records(new_dir: str, band: float, facts: bool = False) -> int:
     """Compare the records a GPU run just wrote (under new_dir) with the
     committed ones: exit 1, naming each mismatch, unless every new record
-    reproduces its committed one (see record.reproduces)."""
+    reproduces its committed one (see record.reproduces). facts: also list
+    the facts that moved beyond the band (record.moved_facts), for the prose
+    that cites them; those do not fail."""
     from pathlib import Path
 
     new_root = Path(new_dir)
-    bad, seen = [], 0
+    bad, seen, moved = [], 0, []
     for lst in listings.discover():
         new_path = new_root / lst.chapter / f"{lst.name}.json"
         if not new_path.exists():
@@ -250,8 +254,13 @@ def compare_records(new_dir: str, band: float) -> int:
             bad.append(f"{lst.id}: no committed record to compare with")
             continue
         bad += record.reproduces(new, old, band)
+        moved += record.moved_facts(new, old, band) if facts else []
     for line in bad:
         print(line)
+    if facts:
+        print(f"{len(moved)} fact(s) moved beyond ±{100 * band:.0f}% (re-read the prose that cites them):")
+        for line in moved:
+            print("  " + line)
     print(f"{seen} record(s) compared, {len(bad)} mismatch(es) (band ±{100 * band:.0f}%)")
     return 1 if bad or not seen else 0
 
@@ -307,7 +316,7 @@ def main(argv=None) -> int:
         return verify(rest)
     if cmd == "compare-records" and rest:
         band = float(rest[rest.index("--band") + 1]) if "--band" in rest else record.NOISE_BAND
-        return compare_records(rest[0], band)
+        return compare_records(rest[0], band, facts="--facts" in rest)
     print(__doc__, file=sys.stderr)
     return 2
 

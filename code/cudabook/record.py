@@ -435,6 +435,39 @@ def badge_text(rec: Record) -> str:
 NOISE_BAND = 0.10
 
 
+def _flat(prefix: str, value, out: dict) -> None:
+    """A fact's leaves, by path: sweep[6].torch_cpu_ms."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flat(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _flat(f"{prefix}[{i}]", v, out)
+    else:
+        out[prefix] = value
+
+
+def moved_facts(new: Record, old: Record, band: float = NOISE_BAND) -> list[str]:
+    """The facts the prose can cite (Record.facts) that differ between two
+    records of a listing: a number that moved by more than `band`, any other
+    value that changed, a fact added or gone. Not a failure: errors of random
+    inputs and some timings move from run to run. It is the list of
+    sentences to re-read after a re-record."""
+    a, b = {}, {}
+    _flat("", old.facts(), a)
+    _flat("", new.facts(), b)
+    out = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key, "(none)"), b.get(key, "(none)")
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x, y))
+        if numbers and (x == y or (x != 0 and abs(y / x - 1) <= band)):
+            continue
+        if not numbers and x == y:
+            continue
+        out.append(f"{new.listing}: facts.{key}: {x!r} -> {y!r}")
+    return out
+
+
 def reproduces(new: Record, old: Record, band: float = NOISE_BAND) -> list[str]:
     """Why `new` (made just now by the GPU workflow) does not reproduce `old`
     (the committed record): same code and suite, same GPU model, every run
