@@ -175,14 +175,20 @@ def test_measured_numbers_come_from_records(page):
                        'not a measurement as <span class="cb-given">...</span> and say where it comes from.')
 
 
+def _why_gpus_sweep_and_text(listing_id: str) -> tuple[list[dict], str]:
+    """A 'Why GPUs' listing's recorded sweep (what the prose and the chart
+    read) and the chapter's text, its whitespace collapsed."""
+    rec = record.load(listings.find(listing_id))
+    assert rec is not None, f"{listing_id} has no record"
+    return rec.facts()["sweep"], " ".join((ROOT / "chapters" / "why_gpus" / "index.md").read_text().split())
+
+
 def test_why_gpus_exercise_1_names_the_sizes_where_the_copies_won():
     """Exercise 1's solution says at which sizes, if any, the GPU with copies
     beat PyTorch on every core (where PyTorch's own time jumped); those sizes
     come from the record, so a new record that moves them fails here."""
-    rec = record.load(listings.find("why_gpus/ex1_add_one_crossover"))
-    assert rec is not None, "why_gpus/ex1_add_one_crossover has no record"
-    won = [r["n"] for r in rec.facts()["sweep"] if r["gpu_with_copies_ms"] < r["torch_cpu_ms"]]
-    text = " ".join((ROOT / "chapters" / "why_gpus" / "index.md").read_text().split())
+    sweep, text = _why_gpus_sweep_and_text("why_gpus/ex1_add_one_crossover")
+    won = [r["n"] for r in sweep if r["gpu_with_copies_ms"] < r["torch_cpu_ms"]]
     said = "facts.crossover_with_copies_vs_torch_cpu]] except at "
     if won:
         wanted = said + " and ".join(f"{n:,}" for n in won) + " elements"
@@ -197,14 +203,11 @@ def test_why_gpus_prose_names_the_sizes_where_pytorch_stalled():
     """'Why GPUs' says at which sizes PyTorch's CPU time jumped, and that only
     there did the GPU with copies beat it. Those sizes come from the record,
     so a new record that moves them fails here until the paragraph follows."""
-    rec = record.load(listings.find("why_gpus/gelu_cpu_vs_gpu"))
-    assert rec is not None, "why_gpus/gelu_cpu_vs_gpu has no record"
-    sweep = rec.facts()["sweep"]                   # what the prose and the chart read
+    sweep, text = _why_gpus_sweep_and_text("why_gpus/gelu_cpu_vs_gpu")
     # A jump: more than twice the time of some larger size.
     jumps = [r["n"] for i, r in enumerate(sweep)
              if any(r["torch_cpu_ms"] > 2 * s["torch_cpu_ms"] for s in sweep[i + 1:])]
     copies_won = [r["n"] for r in sweep if r["gpu_with_copies_ms"] < r["torch_cpu_ms"]]
-    text = " ".join((ROOT / "chapters" / "why_gpus" / "index.md").read_text().split())
     assert set(copies_won) <= set(jumps), (
         f"the GPU with copies beat PyTorch at {copies_won}, not only where PyTorch jumped ({jumps}): "
         "rewrite 'Against every core, the copies lose' in chapters/why_gpus/index.md")

@@ -316,7 +316,6 @@ def test_prose_can_say_whether_a_target_was_met():
     assert seen == {True, False}, "the test needs records with a target met and one missed"
 
 
-
 def test_compare_records_reproduces_and_lists_moved_facts(tmp_path, capsys):
     """compare-records: a record written again with the same code, passing
     checks and benchmark rates within the band reproduces the committed

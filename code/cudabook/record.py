@@ -460,9 +460,7 @@ def moved_facts(new: Record, old: Record, band: float = NOISE_BAND) -> list[str]
     for key in sorted(set(a) | set(b)):
         x, y = a.get(key, "(none)"), b.get(key, "(none)")
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x, y))
-        if numbers and (x == y or (x != 0 and abs(y / x - 1) <= band)):
-            continue
-        if not numbers and x == y:
+        if x == y or (numbers and x != 0 and abs(y / x - 1) <= band):
             continue
         out.append(f"{new.listing}: facts.{key}: {x!r} -> {y!r}")
     return out
