@@ -66,6 +66,52 @@ def run_sizes(listing: listings.Listing, out: Path, pairs: list[str],
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
 
+def sizes_outcome(listing: listings.Listing, out: Path, seeds: dict[int, int],
+                  r: subprocess.CompletedProcess, stdout_limit: int) -> tuple[list[dict], list[str], list[str]]:
+    """What a run_sizes process left in `out` for the sizes in `seeds`
+    ({n: seed}): (the runs to store, each {n, returncode, stdout, wall_s,
+    report}; what failed, one message a size; the skip reasons). A size
+    fails if it exited non-zero, checked nothing, failed a check or checked
+    another size, or was not finished; the process fails if it exited
+    non-zero after its last size; some sizes skipped and others not fails."""
+    runs, failures, skipped = [], [], []
+
+    def text(name: str, limit: int) -> str:
+        f = out / name
+        return f.read_text(errors="replace")[-limit:] if f.exists() else ""
+
+    for n, seed in seeds.items():
+        how = f"python {listing.rel(listing.py)} --n {n} --seed {seed}"
+        if not (out / f"n{n}.started").exists():
+            failures.append(f"{how}: not run, the process ended at an earlier size")
+            continue
+        stdout, stderr = text(f"n{n}.stdout", stdout_limit), text(f"n{n}.stderr", 4000)
+        if not (out / f"n{n}.run.json").exists():
+            failures.append(f"{how}: the process died running it (exit {r.returncode})\n"
+                            f"{stdout[-4000:]}\n{stderr}")
+            continue
+        run = json.loads((out / f"n{n}.run.json").read_text())
+        if run["returncode"] == EXIT_SKIPPED:
+            skipped.append(stderr.strip())
+            continue
+        report = json.loads((out / f"n{n}.json").read_text()) if (out / f"n{n}.json").exists() else {}
+        runs.append({"n": n, "returncode": run["returncode"], "stdout": stdout, "wall_s": run["wall_s"],
+                     "report": report})
+        checks = report.get("checks") or []
+        if run["returncode"] != 0:
+            failures.append(f"{how} exited {run['returncode']}\n{stdout[-4000:]}\n{stderr}")
+        elif not checks:
+            failures.append(f"{how} checked nothing")
+        elif not all(c["passed"] for c in checks) or not all(c["n"] == n for c in checks):
+            failures.append(f"{how}: a check failed or covered another size\n{stdout[-4000:]}")
+    if r.returncode != 0 and all((out / f"n{n}.run.json").exists() for n in seeds):
+        failures.append(f"the process that ran sizes {', '.join(map(str, seeds))} exited "
+                        f"{r.returncode} after the last\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    if skipped and len(skipped) < len(seeds):
+        failures.append(f"{len(skipped)} of {len(seeds)} sizes were skipped: {skipped[0]}")
+    return runs, failures, skipped
+
+
 def run_module(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """`python -m <args>` from the repository, with code/ importable."""
     env = dict(os.environ, **lock_env(),
@@ -120,8 +166,10 @@ def probe(body: str, once: str | None = None) -> subprocess.CompletedProcess:
     """Run `body` (Python, with `cb` imported) in a fresh process through
     cb.run, so a missing GPU, driver, nvcc or PyCUDA skips (or, with
     REQUIRE_GPU=1, fails) the test instead of crashing it. once: a name under
-    which the answer is kept for the whole run (conftest.once_per_run), so
-    that the workers do not each start a CUDA context to ask the same thing."""
+    which a success is kept for the whole run (conftest.once_per_run), so
+    that the workers do not each start a CUDA context to ask the same thing;
+    a failure or a skip is asked again by each worker, as a probe that
+    failed once by chance must not fail every test of the run."""
     code = ("import json, sys; sys.path.insert(0, 'code'); import cudabook as cb\n"
             f"def body():\n    {body}\n    return 0\nsys.exit(cb.run(body))")
 
@@ -130,6 +178,8 @@ def probe(body: str, once: str | None = None) -> subprocess.CompletedProcess:
                            timeout=120, env=dict(os.environ, **lock_env()))
         return {"returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr}
     got = once_per_run(once, ask) if once else ask()
+    if once and got["returncode"] != 0:
+        got = ask()
     r = subprocess.CompletedProcess([sys.executable, "-c", code], **got)
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip().removeprefix("SKIPPED: "))
@@ -162,5 +212,5 @@ def sanitizer_path() -> str | None:
 
 
 __all__ = ["LISTINGS", "DESCRIPTIONS", "ROOT", "gpu_environment", "gpu_ready", "probe", "run_listing",
-           "run_module", "run_sizes", "required_runs", "results_root", "sanitizer_path", "skip_or_fail", "staged",
+           "run_module", "run_sizes", "required_runs", "sizes_outcome", "results_root", "sanitizer_path", "skip_or_fail", "staged",
            "staging", "store"]

@@ -320,17 +320,37 @@ def test_ncu_csv_becomes_one_dict_per_launch():
 
 
 FAKE_LISTING = '''"""A listing that needs no GPU: it checks that n is odd."""
+import atexit
+import os
 import sys
+from dataclasses import dataclass
 sys.path.insert(0, {code!r})
 import cudabook as cb
+from cudabook import lock
+
+
+@dataclass
+class Size:                      # a dataclass in a listing needs its module in sys.modules
+    n: int
 
 
 def main(argv=None):
     args = cb.parse_args(argv, __doc__, n=3)
-    if args.n == 4:
+    size = Size(args.n)
+    print("size", size.n)
+    os.system("echo from a child")
+    if size.n == 4:
+        lock.exclusive()
         raise RuntimeError("four is right out")
-    print("size", args.n)
-    cb.report_check(cb.expect("n is odd", args.n % 2 == 1, f"n = {{args.n}}", n=args.n))
+    if size.n == 6:
+        print("mode after a raise:", lock._state["mode"])
+    if size.n == 7:
+        atexit.register(os._exit, 3)
+    if size.n == 9:
+        os.abort()
+    if size.n == 11:
+        raise cb.gpu.Unavailable("no GPU for eleven")
+    cb.report_check(cb.expect("n is odd", size.n % 2 == 1, f"n = {{size.n}}", n=size.n))
     return cb.finish()
 
 
@@ -339,26 +359,69 @@ if __name__ == "__main__":
 '''
 
 
-def test_run_sizes_runs_each_size_as_its_own_command_would(tmp_path):
-    """tests/run_sizes.py: one process, several sizes; each size's output,
-    exit code and report are its own, and a size that fails or raises does
-    not stop the next."""
+def _run_sizes(tmp_path, *pairs):
     import subprocess
     import sys
 
-    listing = tmp_path / "odd.py"
+    listing = tmp_path / "code" / "fake" / "odd.py"
+    listing.parent.mkdir(parents=True)
     listing.write_text(FAKE_LISTING.format(code=str(ROOT / "code")))
     out = tmp_path / "out"
     out.mkdir()
-    r = subprocess.run([sys.executable, str(ROOT / "tests" / "run_sizes.py"), str(listing), str(out),
-                        "1:11", "2:12", "4:14", "5:15"], capture_output=True, text=True, cwd=ROOT)
+    env = dict(__import__("os").environ, CUDABOOK_GPU_LOCK=str(tmp_path / "gpu.lock"))
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "run_sizes.py"), str(listing), str(out), *pairs],
+                       capture_output=True, text=True, cwd=ROOT, env=env)
+    return listing, out, r
+
+
+def test_run_sizes_runs_each_size_as_its_own_command_would(tmp_path):
+    """tests/run_sizes.py: one process, several sizes; each size's output
+    (a child process's too), exit code and report are its own, and a size
+    that fails or raises, holding the GPU lock, does not stop the next or
+    leave the lock held."""
+    _, out, r = _run_sizes(tmp_path, "1:11", "2:12", "4:14", "6:16", "5:15")
     assert r.returncode == 0, r.stderr
-    runs = {n: json.loads((out / f"n{n}.run.json").read_text()) for n in (1, 2, 4, 5)}
-    assert [runs[n]["returncode"] for n in (1, 2, 4, 5)] == [0, 1, 1, 0]
-    assert runs[1]["stdout"].startswith("size 1\nok   n is odd: n = 1")
-    assert "FAILED: 1 of 1 check(s)" in runs[2]["stderr"]
-    assert "RuntimeError: four is right out" in runs[4]["stderr"] and not (out / "n4.json").exists()
+    runs = {n: json.loads((out / f"n{n}.run.json").read_text()) for n in (1, 2, 4, 6, 5)}
+    assert [runs[n]["returncode"] for n in (1, 2, 4, 6, 5)] == [0, 1, 1, 1, 0]
+    assert (out / "n1.stdout").read_text().startswith("size 1\nfrom a child\nok   n is odd: n = 1")
+    assert "FAILED: 1 of 1 check(s)" in (out / "n2.stderr").read_text()
+    assert "RuntimeError: four is right out" in (out / "n4.stderr").read_text()
+    assert not (out / "n4.json").exists()
+    assert "mode after a raise: shared" in (out / "n6.stdout").read_text()
     for n, seed in ((1, 11), (5, 15)):
         report = json.loads((out / f"n{n}.json").read_text())
         assert report["argv"] == ["--n", str(n), "--seed", str(seed)] and report["n"] == n
         assert report["passed"] and [c["n"] for c in report["checks"]] == [n]
+
+
+def test_sizes_outcome_fails_a_crash_a_late_exit_and_a_partial_skip(tmp_path):
+    """What the GPU test makes of run_sizes's files: every size's failure
+    is named; a crash names the size it happened in and the ones it
+    prevented; an exit status after the last size fails the group."""
+    from gpu_harness import sizes_outcome
+
+    def outcome(sub, *pairs):
+        d = tmp_path / sub
+        d.mkdir()
+        listing, out, r = _run_sizes(d, *pairs)
+        fake = listings.Listing(chapter="fake", name="odd", root=d)
+        assert fake.py == listing
+        seeds = {int(p.split(":")[0]): int(p.split(":")[1]) for p in pairs}
+        return sizes_outcome(fake, out, seeds, r, 100_000)
+
+    runs, failures, skipped = outcome("ok", "1:1", "3:3")
+    assert [x["n"] for x in runs] == [1, 3] and not failures and not skipped
+    runs, failures, _ = outcome("fail", "1:1", "2:2", "3:3")
+    assert len(failures) == 1 and "--n 2 --seed 2 exited 1" in failures[0]
+    assert [x["n"] for x in runs] == [1, 2, 3]
+    runs, failures, _ = outcome("late", "1:1", "7:7")
+    assert len(failures) == 1 and "exited 3 after the last" in failures[0]
+    runs, failures, _ = outcome("crash", "1:1", "9:9", "3:3")
+    assert [x["n"] for x in runs] == [1]
+    assert "--n 9 --seed 9: the process died running it" in failures[0]
+    assert "Fatal Python error: Aborted" in failures[0]
+    assert "--n 3 --seed 3: not run" in failures[1]
+    runs, failures, skipped = outcome("skip", "1:1", "11:11")
+    assert skipped == ["SKIPPED: no GPU for eleven"] and "1 of 2 sizes were skipped" in failures[0]
+    runs, failures, skipped = outcome("skip_all", "11:11")
+    assert skipped and not failures and not runs

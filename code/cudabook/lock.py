@@ -65,6 +65,11 @@ def exclusive() -> None:
     os.environ[OWNER] = str(os.getpid())
 
 
+def alone() -> bool:
+    """Does this process hold the GPU alone now?"""
+    return _state["mode"] == "exclusive"
+
+
 def release() -> None:
     """Let go of the GPU, shared or alone (a listing's finish()): a notebook
     that runs one listing after another holds nothing in between."""
