@@ -52,7 +52,11 @@ def run_listing(listing: listings.Listing, *args: str, prefix: list[str] | None 
     CUDABOOK_SANITIZER=<tool>, so a listing can tell a check about the GPU's
     scheduling or timing (which instrumentation changes) from one about its
     answer (which it must not)."""
-    cmd = [*(prefix or []), sys.executable, str(listing.py), *args]
+    return _run([*(prefix or []), sys.executable, str(listing.py), *args], timeout, env)
+
+
+def _run(cmd: list[str], timeout: int, env: dict | None = None) -> subprocess.CompletedProcess:
+    """A process of the suite: from the repository, unbuffered, with the lock's environment."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", **lock_env(), **(env or {}))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
@@ -61,9 +65,8 @@ def run_sizes(listing: listings.Listing, out: Path, pairs: list[str],
               timeout: int = 600) -> subprocess.CompletedProcess:
     """Run a listing at several sizes in one process (tests/run_sizes.py):
     `pairs` are "<n>:<seed>"; each size's findings land in `out`."""
-    cmd = [sys.executable, str(ROOT / "tests" / "run_sizes.py"), str(listing.py), str(out), *pairs]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **lock_env())
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+    return _run([sys.executable, str(ROOT / "tests" / "run_sizes.py"), str(listing.py), str(out), *pairs],
+                timeout)
 
 
 def sizes_outcome(listing: listings.Listing, out: Path, seeds: dict[int, int],

@@ -51,6 +51,19 @@ def _timing(ms: list[float], l2_flushed: bool) -> Timing:
                   l2_flushed=l2_flushed)
 
 
+def warm_up(fn: Callable[[], None]) -> None:
+    """A first, untimed call of GPU work before the GPU is taken alone:
+    loading the kernel's module, a library's handles and workspaces, or a
+    compilation happen once, are not what we time, and need not keep the
+    other listings waiting. (Once the GPU is ours, the first of bench's
+    three estimating runs plays that part, so this does nothing then.)"""
+    import pycuda.driver as cuda
+
+    if not lock.alone():
+        fn()
+        cuda.Context.synchronize()
+
+
 def bench(fn: Callable[[], None], *, working_set_bytes: int, budget_ms: float = BUDGET_MS,
           warmup_ms: float = WARMUP_MS, min_reps: int = 10, max_reps: int = 1000) -> Timing:
     """Time `fn` (which launches GPU work on the default stream).
@@ -64,13 +77,7 @@ def bench(fn: Callable[[], None], *, working_set_bytes: int, budget_ms: float = 
     from .gpu import init
 
     gpu = init()
-    # A first call before the GPU is taken alone: loading the kernel's module,
-    # a library's handles and workspaces, or a compilation happen once, are
-    # not what we time, and need not keep the other listings waiting. (Once
-    # the GPU is ours, the first of the estimate's three runs plays that part.)
-    if not lock.alone():
-        fn()
-        cuda.Context.synchronize()
+    warm_up(fn)
     lock.exclusive()
     flush = None
     if working_set_bytes < 4 * gpu.l2_bytes:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import lock
-from .bench import BUDGET_MS, Benchmark, bench, copy_bandwidth
+from .bench import BUDGET_MS, Benchmark, bench, copy_bandwidth, warm_up
 from .check import CheckResult
 from .gpu import EXIT_SKIPPED, Unavailable, environment, init
 
@@ -119,11 +119,8 @@ def benchmark(name: str, fn: Callable[[], None], *, bytes_moved: int,
     """
     init()
     budget = _report.get("budget_ms") or BUDGET_MS
-    if baseline is not None:   # its first call too before the GPU is taken alone (see bench)
-        import pycuda.driver as cuda
-
-        baseline[1]()
-        cuda.Context.synchronize()
+    if baseline is not None:   # its first call too before the GPU is taken alone
+        warm_up(baseline[1])
     t = bench(fn, working_set_bytes=bytes_moved, budget_ms=budget)
     base = None
     if baseline is not None:
