@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "code"))
 
-from cudabook import listings, notebooks, record  # noqa: E402
+from cudabook import listings, notebooks, record, suite  # noqa: E402
 
 LISTINGS = listings.discover()
 REQUIRE_GPU = os.environ.get("REQUIRE_GPU") == "1"
@@ -36,6 +36,8 @@ REQUIRE_GPU = os.environ.get("REQUIRE_GPU") == "1"
 if "CUDABOOK_STAGING" not in os.environ:
     os.environ["CUDABOOK_STAGING"] = tempfile.mkdtemp(prefix="cudabook-staging-")
 os.environ.setdefault("CUDABOOK_RUN", uuid.uuid4().hex)
+# The GPUs this run may use, found once (suite.visible_gpus runs nvidia-smi).
+os.environ.setdefault(suite.GPUS_VARIABLE, ",".join(suite.visible_gpus()))
 
 
 def pycache_folder() -> str:

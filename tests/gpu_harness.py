@@ -39,10 +39,42 @@ def results_root() -> Path:
     return Path(os.environ.get("CUDABOOK_RESULTS", ROOT / "results"))
 
 
-def lock_env() -> dict:
-    """What every process the suite starts is given: the GPU lock's name, and
-    a folder for compiled Python (conftest.pycache_folder)."""
-    return {"CUDABOOK_GPU_LOCK": str(staging() / "gpu.lock"), "PYTHONPYCACHEPREFIX": pycache_folder()}
+def lock_env(gpus_needed: int = 1) -> dict:
+    """What every process the suite starts is given: the GPU(s) it runs on
+    and their locks (see cudabook/suite.py: worker k runs one-GPU listings
+    on GPU k mod G; a listing that needs several GPUs sees, and locks, all
+    of them), the machine's GPU count for the record, and a folder for
+    compiled Python (conftest.pycache_folder)."""
+    env = {"PYTHONPYCACHEPREFIX": pycache_folder()}
+    gpus = suite.visible_gpus()
+    if not gpus:                                       # no GPU here: listings skip anyway
+        env["CUDABOOK_GPU_LOCK"] = str(staging() / "gpu.lock")
+        return env
+    env["CUDABOOK_MACHINE_GPUS"] = str(len(gpus))
+    if gpus_needed > 1:
+        env["CUDABOOK_GPU_LOCK"] = os.pathsep.join(str(staging() / f"gpu{g}.lock") for g in gpus)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    else:
+        mine = gpus[suite.worker_gpu(os.environ.get("PYTEST_XDIST_WORKER"), len(gpus))]
+        env["CUDABOOK_GPU_LOCK"] = str(staging() / f"gpu{mine}.lock")
+        env["CUDA_VISIBLE_DEVICES"] = mine
+        env["CUDABOOK_GPU_INDEX"] = mine
+    return env
+
+
+def gpus_needed(listing: listings.Listing) -> int:
+    """MIN_GPUS of the listing (1 unless it declares more)."""
+    return suite.min_gpus(listing.py.read_text())
+
+
+def skip_if_too_few_gpus(need: int, what: str) -> None:
+    """A listing that needs more GPUs than this machine has cannot be run
+    here, REQUIRE_GPU or not: skip it, saying where its record must come from
+    (the freshness tests still demand a current record)."""
+    have = len(suite.visible_gpus())
+    if have and have < need:
+        pytest.skip(f"{what} needs {need} GPUs and this machine has {have}: "
+                    f"verify it on a machine with {need} or more")
 
 
 def run_listing(listing: listings.Listing, *args: str, prefix: list[str] | None = None,
@@ -52,12 +84,14 @@ def run_listing(listing: listings.Listing, *args: str, prefix: list[str] | None 
     CUDABOOK_SANITIZER=<tool>, so a listing can tell a check about the GPU's
     scheduling or timing (which instrumentation changes) from one about its
     answer (which it must not)."""
-    return _run([*(prefix or []), sys.executable, str(listing.py), *args], timeout, env)
+    return _run([*(prefix or []), sys.executable, str(listing.py), *args], listing, timeout, env)
 
 
-def _run(cmd: list[str], timeout: int, env: dict | None = None) -> subprocess.CompletedProcess:
-    """A process of the suite: from the repository, unbuffered, with the lock's environment."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **lock_env(), **(env or {}))
+def _run(cmd: list[str], listing: listings.Listing, timeout: int,
+         env: dict | None = None) -> subprocess.CompletedProcess:
+    """A process of the suite for `listing`: from the repository, unbuffered,
+    on its GPU(s) with their locks' environment."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **lock_env(gpus_needed(listing)), **(env or {}))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
 
@@ -66,7 +100,7 @@ def run_sizes(listing: listings.Listing, out: Path, pairs: list[str],
     """Run a listing at several sizes in one process (tests/run_sizes.py):
     `pairs` are "<n>:<seed>"; each size's findings land in `out`."""
     return _run([sys.executable, str(ROOT / "tests" / "run_sizes.py"), str(listing.py), str(out), *pairs],
-                timeout)
+                listing, timeout)
 
 
 def sizes_outcome(listing: listings.Listing, out: Path, seeds: dict[int, int],
@@ -115,9 +149,10 @@ def sizes_outcome(listing: listings.Listing, out: Path, seeds: dict[int, int],
     return runs, failures, skipped
 
 
-def run_module(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    """`python -m <args>` from the repository, with code/ importable."""
-    env = dict(os.environ, **lock_env(),
+def run_module(*args: str, timeout: int = 600, gpus: int = 1) -> subprocess.CompletedProcess:
+    """`python -m <args>` from the repository, with code/ importable, on
+    `gpus` GPUs (one, chosen by worker, or all)."""
+    env = dict(os.environ, **lock_env(gpus),
                PYTHONPATH=os.pathsep.join([str(ROOT / "code"), os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=timeout)
@@ -214,6 +249,6 @@ def sanitizer_path() -> str | None:
     return None
 
 
-__all__ = ["LISTINGS", "DESCRIPTIONS", "ROOT", "gpu_environment", "gpu_ready", "probe", "run_listing",
-           "run_module", "run_sizes", "required_runs", "sizes_outcome", "results_root", "sanitizer_path", "skip_or_fail", "staged",
-           "staging", "store"]
+__all__ = ["LISTINGS", "DESCRIPTIONS", "ROOT", "gpu_environment", "gpu_ready", "gpus_needed", "probe",
+           "run_listing", "run_module", "run_sizes", "required_runs", "sizes_outcome", "results_root", "sanitizer_path",
+           "skip_if_too_few_gpus", "skip_or_fail", "staged", "staging", "store"]

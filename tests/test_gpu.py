@@ -28,9 +28,9 @@ import secrets
 import time
 
 import pytest
-from gpu_harness import (DESCRIPTIONS, LISTINGS, gpu_environment, gpu_ready, results_root,  # noqa: F401
-                         run_listing, run_module, run_sizes, sanitizer_path, sizes_outcome, skip_or_fail,
-                         store)
+from gpu_harness import (DESCRIPTIONS, LISTINGS, gpu_environment, gpu_ready, gpus_needed,  # noqa: F401
+                         lock_env, results_root, run_listing, run_module, run_sizes, sanitizer_path,
+                         sizes_outcome, skip_if_too_few_gpus, skip_or_fail, store)
 
 from cudabook import listings, record, suite
 from cudabook.gpu import EXIT_SKIPPED
@@ -47,9 +47,17 @@ BENCHED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["bench"]]
 STDOUT_LIMIT = 100_000
 
 
+def _gpu_index(listing):
+    """The GPU (as CUDA_VISIBLE_DEVICES names it) a one-GPU listing ran on;
+    None for a listing that used every GPU."""
+    index = lock_env(gpus_needed(listing)).get("CUDABOOK_GPU_INDEX")
+    return int(index) if index is not None and index.isdigit() else index
+
+
 def _run_and_store(listing, key, tmp_path, *args):
     """Run a listing, keep what it reported, and fail on a non-zero exit."""
     assert not DESCRIPTIONS[listing.id]["error"], DESCRIPTIONS[listing.id]["error"]
+    skip_if_too_few_gpus(gpus_needed(listing), listing.id)
     seed = secrets.randbelow(2**31)
     out = tmp_path / "result.json"
     t0 = time.perf_counter()
@@ -69,7 +77,7 @@ def _store_run(listing, key, args, seed, report, returncode, stdout, wall):
     value = {"argv": list(args) + ["--seed", str(seed)], "n": None, "budget_ms": None, "checks": [],
              "benchmarks": [], "facts": {}, "environment": {}, **report}
     value.update(seed=seed, passed=returncode == 0 and report.get("passed", False),
-                 wall_s=round(wall, 2), stdout=stdout[-STDOUT_LIMIT:])
+                 wall_s=round(wall, 2), stdout=stdout[-STDOUT_LIMIT:], gpu_index=_gpu_index(listing))
     store(listing, key, value)
 
 
@@ -80,6 +88,7 @@ def test_correct_at_sizes(listing, sizes, tmp_path, gpu_ready):
     (tests/run_sizes.py), each size with a seed of its own. Each size must
     exit 0 having checked its own size and passed, and so must the process."""
     assert not DESCRIPTIONS[listing.id]["error"], DESCRIPTIONS[listing.id]["error"]
+    skip_if_too_few_gpus(gpus_needed(listing), listing.id)
     seeds = {n: secrets.randbelow(2**31) for n in sizes}
     r = run_sizes(listing, tmp_path, [f"{n}:{seeds[n]}" for n in sizes])
     runs, failures, skipped = sizes_outcome(listing, tmp_path, seeds, r, STDOUT_LIMIT)
@@ -99,14 +108,20 @@ def test_runs(listing, tmp_path, gpu_ready):
 def _sanitize(listing, tool, print_limit):
     """Run a listing under `compute-sanitizer --tool <tool>` at a small size;
     exit code 99 means the tool reported an error. Returns (process, n, wall_s)."""
+    skip_if_too_few_gpus(gpus_needed(listing), listing.id)
     sanitizer = sanitizer_path()
     if sanitizer is None:
         skip_or_fail("compute-sanitizer not found (it ships with the CUDA toolkit)")
     args = ["--n", str(suite.SANITIZER_N)] if DESCRIPTIONS[listing.id]["sized"] else []
     # Only the listing's own process is traced: a listing that demonstrates a
     # crash does so in child processes, which would otherwise count as its errors.
+    # A listing whose kernels run in the processes it starts (one a GPU)
+    # says so (SANITIZE_CHILDREN = True), and those are traced too.
+    children = suite.sanitize_children(listing.py.read_text())
     prefix = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", str(print_limit),
-              "--target-processes", "application-only"]
+              "--target-processes", "all" if children else "application-only"]
+    if children:        # NCCL's own kernels are NCCL's to check (peer writes defeat initcheck)
+        prefix += ["--kernel-name-exclude", "kns=nccl"]
     t0 = time.perf_counter()
     r = run_listing(listing, *args, prefix=prefix, env={"CUDABOOK_SANITIZER": tool})
     if r.returncode == EXIT_SKIPPED:
@@ -122,7 +137,8 @@ def test_sanitizer(listing, tool, gpu_ready):
     summary = [ln.strip() for ln in lines if record.ANY_SUMMARY.match(ln.strip())]
     ok = r.returncode == 0 and bool(summary) and all(record.CLEAN_SUMMARY.match(s) for s in summary)
     store(listing, f"sanitizer:{tool}", {"tool": tool, "n": n, "passed": ok,
-                                          "summary": summary[-1] if summary else None, "wall_s": wall})
+                                          "summary": summary[-1] if summary else None, "wall_s": wall,
+                                          "gpu_index": _gpu_index(listing)})
     assert ok, f"compute-sanitizer --tool {tool} on {listing.id}:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
 
 
@@ -159,7 +175,9 @@ def test_notebook_executes(chapter, gpu_ready):
     A notebook runs each listing's checks at its default size; one whose
     listings measure the hardware runs in the timed pass, so that what they
     measure has the machine to itself (cudabook/lock.py)."""
-    r = run_module("cudabook.notebooks", "execute", chapter, timeout=900)
+    need = max(gpus_needed(lst) for lst in LISTINGS if lst.chapter == chapter)
+    skip_if_too_few_gpus(need, f"the {chapter} notebook")
+    r = run_module("cudabook.notebooks", "execute", chapter, timeout=900, gpus=need)
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())
     assert r.returncode == 0, f"notebook for {chapter} failed:\n{r.stdout}\n{r.stderr[-4000:]}"

@@ -425,3 +425,86 @@ def test_sizes_outcome_fails_a_crash_a_late_exit_and_a_partial_skip(tmp_path):
     assert skipped == ["SKIPPED: no GPU for eleven"] and "1 of 2 sizes were skipped" in failures[0]
     runs, failures, skipped = outcome("skip_all", "11:11")
     assert skipped and not failures and not runs
+
+
+def test_per_gpu_locks_let_gpus_work_side_by_side(tmp_path):
+    """One lock a GPU: timers on different GPUs hold their locks at the same
+    time (each waits, holding its own, until it sees the other's start: with
+    one lock for both they would give up); a listing that needs both GPUs,
+    started while they hold them, starts only after both have let go, and
+    while it times, a check on either GPU waits.
+    Waits on the log, not on time."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "worker.py"
+    script.write_text(
+        "import os, sys, time\n"
+        f"sys.path.insert(0, {str(ROOT / 'code')!r})\n"
+        "from cudabook import lock\n"
+        "name, path, wait_for = sys.argv[1], sys.argv[2], sys.argv[3:]\n"
+        "def say(w):\n    open(path, 'a').write(w + '\\n')\n"
+        "def seen():\n    return set(open(path).read().split()) if os.path.exists(path) else set()\n"
+        "say(name + '?')\n"
+        "lock.shared()\n"
+        "if not name.startswith('r'):\n    lock.exclusive()\n"
+        "say(name + '+')\n"
+        "deadline = time.monotonic() + 30\n"
+        "while not set(wait_for) <= seen():\n"
+        "    if time.monotonic() > deadline:\n        sys.exit(3)\n"
+        "    time.sleep(0.005)\n"
+        "say(name + '-')\n"
+        "lock.release()\n")
+    log = tmp_path / "log"
+    a, b = str(tmp_path / "gpu0.lock"), str(tmp_path / "gpu1.lock")
+
+    def start(name, locks, *wait_for):
+        env = dict(os.environ, CUDABOOK_GPU_LOCK=os.pathsep.join(locks))
+        env.pop("CUDABOOK_GPU_LOCK_OWNER", None)
+        return subprocess.Popen([sys.executable, str(script), name, str(log), *wait_for], env=env)
+
+    # Each timer lets go only when the other holds its GPU and the
+    # two-GPU listing has asked for both.
+    procs = [start("0", [a], "1+", "B?"), start("1", [b], "0+", "B?")]
+    while not (log.exists() and {"0+", "1+"} <= set(log.read_text().split())):
+        assert all(p.poll() is None for p in procs), "the one-GPU timers could not overlap"
+        __import__("time").sleep(0.005)
+    procs.append(start("B", [a, b]))
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    events = log.read_text().split()
+    assert events.index("B+") > max(events.index("0-"), events.index("1-")), events
+
+    # The other way round: while the two-GPU listing times, a check that
+    # wants GPU 1 (shared) waits for it.
+    log.unlink()
+    procs = [start("C", [a, b], "r?")]
+    while not (log.exists() and "C+" in log.read_text().split()):
+        assert procs[0].poll() is None
+        __import__("time").sleep(0.005)
+    procs.append(start("r", [b]))
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    events = log.read_text().split()
+    assert events.index("r+") > events.index("C-"), events
+
+
+def test_suite_places_workers_on_gpus():
+    from cudabook import suite
+
+    assert [suite.worker_gpu(f"gw{k}", 2) for k in range(5)] == [0, 1, 0, 1, 0]
+    assert suite.worker_gpu(None, 4) == 0 and suite.worker_gpu("gw7", 1) == 0
+    with pytest.raises(ValueError):
+        suite.worker_gpu("gw0", 0)
+    assert suite.visible_gpus({"CUDA_VISIBLE_DEVICES": "2, 5"}) == ["2", "5"]
+    assert suite.visible_gpus({suite.GPUS_VARIABLE: "0,1", "CUDA_VISIBLE_DEVICES": "3"}) == ["0", "1"]
+    assert suite.visible_gpus({suite.GPUS_VARIABLE: ""}) == []
+    assert suite.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert suite.min_gpus("MIN_GPUS = 2\n") == 2
+    assert suite.min_gpus("x = 1\ndef f():\n    MIN_GPUS = 4\n") == 1      # module level only
+    with pytest.raises(ValueError):
+        suite.min_gpus("MIN_GPUS = 0\n")
+    assert suite.sanitize_children("SANITIZE_CHILDREN = True\n")
+    assert not suite.sanitize_children("SANITIZE_CHILDREN = 1\n") and not suite.sanitize_children("x = 1\n")
+    # Every multi-GPU listing of the book says so.
+    for path in sorted((ROOT / "code" / "multi_gpu").glob("[!_]*.py")):
+        assert suite.min_gpus(path.read_text()) == 2, path.name

@@ -68,6 +68,7 @@ class Gpu:
 
     device: object  # pycuda.driver.Device
     context: object  # pycuda.driver.Context (the device's primary context)
+    index: int  # the device's ordinal among the visible GPUs
     name: str
     compute_capability: tuple[int, int]
     sm_count: int
@@ -124,8 +125,11 @@ def _import_pycuda():
     return cuda
 
 
-def init() -> Gpu:
-    """Initialise CUDA once and make device 0's primary context current.
+def init(device: int | None = None) -> Gpu:
+    """Initialise CUDA once and make a device's primary context current:
+    device 0, or `device` (a process of a multi-GPU listing names its own;
+    the first call decides, and a later call naming another device is an
+    error).
 
     The primary context is the one the CUDA runtime (and so PyTorch and CuPy)
     uses, so arrays and kernels from all of them can be mixed in one process.
@@ -133,6 +137,8 @@ def init() -> Gpu:
     """
     global _GPU
     if _GPU is not None:
+        if device is not None and device != _GPU.index:
+            raise RuntimeError(f"init(device={device}): this process already runs on GPU {_GPU.index}")
         return _GPU
     cuda = _import_pycuda()
     lock.shared()
@@ -145,9 +151,13 @@ def init() -> Gpu:
                 f"the NVIDIA driver is too old for this PyCUDA build ({text}); update the driver"
             ) from None
         raise Unavailable(f"no usable NVIDIA GPU: cuInit failed ({text})") from None
-    if cuda.Device.count() == 0:
+    count = cuda.Device.count()
+    if count == 0:
         raise Unavailable("no NVIDIA GPU found (cuda.Device.count() == 0)")
-    dev = cuda.Device(0)
+    index = device or 0
+    if not 0 <= index < count:
+        raise Unavailable(f"GPU {index} was asked for; this machine has {count} (0 to {count - 1})")
+    dev = cuda.Device(index)
     ctx = dev.retain_primary_context()
     ctx.push()
     import atexit
@@ -167,6 +177,7 @@ def init() -> Gpu:
     _GPU = Gpu(
         device=dev,
         context=ctx,
+        index=index,
         name=dev.name(),
         compute_capability=dev.compute_capability(),
         sm_count=dev.get_attribute(attr.MULTIPROCESSOR_COUNT),
@@ -207,6 +218,15 @@ def environment() -> dict:
             cuda=g.cuda_driver,
             sm_count=g.sm_count,
         )
+    # The machine's GPUs: the suite says how many it saw (a listing it runs
+    # sees only its own); run alone, the listing counts what it sees.
+    machine = os.environ.get("CUDABOOK_MACHINE_GPUS")
+    if machine and machine.isdigit():
+        env["gpu_count"] = int(machine)
+    elif _GPU is not None:
+        import pycuda.driver as cuda
+
+        env["gpu_count"] = cuda.Device.count()
     env["driver"] = _nvidia_driver_version()
     nvcc = find_nvcc()
     if nvcc:

@@ -23,58 +23,74 @@ from __future__ import annotations
 import fcntl
 import os
 
-_state = {"fd": None, "mode": None}
+_state = {"fds": [], "mode": None}
 OWNER = "CUDABOOK_GPU_LOCK_OWNER"   # the pid of the process holding the lock, for its children
 
 
-def _path() -> str | None:
+def _paths() -> list[str]:
+    """The lock files to hold: one a GPU the listing uses (CUDABOOK_GPU_LOCK,
+    several joined by os.pathsep for a listing that uses several GPUs),
+    always taken in the same order, so two such listings cannot deadlock."""
     if os.environ.get(OWNER) not in (None, str(os.getpid())):
-        return None                  # a parent holds it for us
-    return os.environ.get("CUDABOOK_GPU_LOCK") or None
+        return []                    # a parent holds it for us
+    value = os.environ.get("CUDABOOK_GPU_LOCK") or ""
+    return [p for p in value.split(os.pathsep) if p]
 
 
-def _turnstile() -> None:
+def _turnstile(path: str) -> None:
     """Wait until no exclusive request is queued ahead of us."""
-    with open(_path() + ".turnstile", "a") as t:
+    with open(path + ".turnstile", "a") as t:
         fcntl.flock(t, fcntl.LOCK_EX)
         fcntl.flock(t, fcntl.LOCK_UN)
 
 
+def _fds(paths: list[str]) -> list:
+    if not _state["fds"]:
+        _state["fds"] = [open(p, "a") for p in paths]
+    return _state["fds"]
+
+
 def shared() -> None:
-    """Hold the GPU shared (from a listing's start, and by init())."""
-    if _path() is None or _state["mode"] is not None:
+    """Hold the GPU(s) shared (from a listing's start, and by init())."""
+    paths = _paths()
+    if not paths or _state["mode"] is not None:
         return
-    fd = _state["fd"] or open(_path(), "a")
-    _turnstile()
-    fcntl.flock(fd, fcntl.LOCK_SH)
-    _state.update(fd=fd, mode="shared")
+    for path, fd in zip(paths, _fds(paths)):
+        _turnstile(path)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    _state["mode"] = "shared"
     os.environ[OWNER] = str(os.getpid())
 
 
 def exclusive() -> None:
-    """Hold the GPU (and the machine) alone until release()."""
-    if _path() is None or _state["mode"] == "exclusive" or os.environ.get("CUDABOOK_SANITIZER"):
+    """Hold the GPU(s) (and the machine's share that goes with them) alone
+    until release()."""
+    paths = _paths()
+    if not paths or _state["mode"] == "exclusive" or os.environ.get("CUDABOOK_SANITIZER"):
         return
-    fd = _state["fd"] or open(_path(), "a")
-    fcntl.flock(fd, fcntl.LOCK_UN)            # never wait while holding it shared
-    with open(_path() + ".turnstile", "a") as t:
-        fcntl.flock(t, fcntl.LOCK_EX)         # queue ahead of later arrivals
-        fcntl.flock(fd, fcntl.LOCK_EX)        # wait for the running ones to finish
-        fcntl.flock(t, fcntl.LOCK_UN)
-    _state.update(fd=fd, mode="exclusive")
+    fds = _fds(paths)
+    for fd in fds:
+        fcntl.flock(fd, fcntl.LOCK_UN)        # never wait while holding any of them shared
+    for path, fd in zip(paths, fds):
+        with open(path + ".turnstile", "a") as t:
+            fcntl.flock(t, fcntl.LOCK_EX)     # queue ahead of later arrivals
+            fcntl.flock(fd, fcntl.LOCK_EX)    # wait for the running ones to finish
+            fcntl.flock(t, fcntl.LOCK_UN)
+    _state["mode"] = "exclusive"
     os.environ[OWNER] = str(os.getpid())
 
 
 def alone() -> bool:
-    """Does this process hold the GPU alone now?"""
+    """Does this process hold the GPU(s) alone now?"""
     return _state["mode"] == "exclusive"
 
 
 def release() -> None:
-    """Let go of the GPU, shared or alone (a listing's finish()): a notebook
+    """Let go of the GPU(s), shared or alone (a listing's finish()): a notebook
     that runs one listing after another holds nothing in between."""
     if _state["mode"] is None:
         return
-    fcntl.flock(_state["fd"], fcntl.LOCK_UN)
+    for fd in _state["fds"]:
+        fcntl.flock(fd, fcntl.LOCK_UN)
     _state["mode"] = None
     os.environ.pop(OWNER, None)

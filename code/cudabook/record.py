@@ -55,6 +55,7 @@ class Run:
     environment: dict
     wall_s: float
     stdout: str
+    gpu_index: int | str | None = None   # the GPU it ran on (None: every GPU, or unknown)
 
 
 @dataclass
@@ -64,6 +65,7 @@ class SanitizerRun:
     passed: bool
     summary: str | None      # compute-sanitizer's last summary line
     wall_s: float
+    gpu_index: int | str | None = None
 
 
 @dataclass
@@ -360,7 +362,8 @@ def build(listing: Listing, staged: dict[str, dict], description: dict) -> Recor
             env = env or v["environment"]
             runs.append(run_from_dict({**{k: v[k] for k in (
                 "argv", "n", "seed", "budget_ms", "passed", "checks", "benchmarks", "facts",
-                "environment", "wall_s", "stdout")}, "key": key}, f"{listing.id} {key}"))
+                "environment", "wall_s", "stdout")}, "key": key, "gpu_index": v.get("gpu_index")},
+                f"{listing.id} {key}"))
         elif key.startswith("sanitizer:"):
             sanitizer[key.split(":", 1)[1]] = SanitizerRun(**v)
         elif key.startswith("broken:"):

@@ -14,9 +14,22 @@ and by the CPU check that a record is complete (record.py):
 SUITE_FILES are the files whose code decides this; their hash is in every
 record, so changing the suite makes the records stale, like changing a
 listing does.
+
+On a machine with several GPUs the suite spreads over them: pytest-xdist
+worker k runs its listings on GPU k mod G (CUDA_VISIBLE_DEVICES names that
+one GPU), with a lock of its own per GPU, so G GPUs work through the suite
+side by side. A listing that declares `MIN_GPUS = N` (N > 1) at module
+level sees every GPU and holds every GPU's lock; on a machine with fewer
+than N GPUs its tests are skipped, saying so (its record must come from a
+machine with N or more).
 """
 
 from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
 
 #: Warp edges (1, 31, 32, 33), an awkward size, and one much larger than the L2.
 SIZES = (1, 31, 32, 33, 1_000_003, 2**27 + 7)
@@ -40,3 +53,61 @@ def required_runs(*, sized: bool, bench: bool, kernels: bool, broken_tool: str |
     if bench:
         keys.add("bench")
     return keys
+
+
+#: Where the test session keeps visible_gpus()'s answer, so that starting a
+#: listing does not run nvidia-smi each time (tests/conftest.py sets it).
+GPUS_VARIABLE = "CUDABOOK_SUITE_GPUS"
+
+
+def visible_gpus(environ=None) -> list[str]:
+    """The GPUs the suite may use, as CUDA_VISIBLE_DEVICES would name them:
+    the session's answer where it has one (GPUS_VARIABLE), else that
+    variable's list where it is set, else 0 .. G-1 for the G GPUs
+    `nvidia-smi -L` lists (none where there is no nvidia-smi)."""
+    environ = os.environ if environ is None else environ
+    if GPUS_VARIABLE in environ:
+        return [s for s in environ[GPUS_VARIABLE].split(",") if s]
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return [s.strip() for s in environ["CUDA_VISIBLE_DEVICES"].split(",") if s.strip()]
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    r = subprocess.run([smi, "-L"], capture_output=True, text=True)
+    count = sum(1 for line in r.stdout.splitlines() if line.startswith("GPU "))
+    return [str(i) for i in range(count)] if r.returncode == 0 else []
+
+
+def worker_gpu(worker: str | None, gpus: int) -> int:
+    """The GPU (0 .. gpus-1) that pytest-xdist worker `worker` ("gw3"; None
+    without xdist) runs its one-GPU listings on."""
+    if gpus < 1:
+        raise ValueError(f"gpus must be >= 1, got {gpus}")
+    number = int(worker[2:]) if worker and worker.startswith("gw") and worker[2:].isdigit() else 0
+    return number % gpus
+
+
+def _module_constant(source: str, name: str):
+    """The value of a module-level `NAME = <literal>`, or None."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
+                                                 for t in node.targets):
+            return ast.literal_eval(node.value)
+    return None
+
+
+def min_gpus(source: str) -> int:
+    """The GPUs a listing needs: its module-level `MIN_GPUS = N`, else 1."""
+    value = _module_constant(source, "MIN_GPUS")
+    if value is None:
+        return 1
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"MIN_GPUS must be a positive integer, got {value!r}")
+    return value
+
+
+def sanitize_children(source: str) -> bool:
+    """True if the listing declares `SANITIZE_CHILDREN = True`: its kernels
+    run in processes it starts (one a GPU), so compute-sanitizer must trace
+    those (--target-processes all), not only the listing's own process."""
+    return _module_constant(source, "SANITIZE_CHILDREN") is True
