@@ -51,6 +51,7 @@ def lock_env(gpus_needed: int = 1) -> dict:
         env["CUDABOOK_GPU_LOCK"] = str(staging() / "gpu.lock")
         return env
     env["CUDABOOK_MACHINE_GPUS"] = str(len(gpus))
+    env["CUDABOOK_MACHINE_LOCKS"] = os.pathsep.join(str(staging() / f"gpu{g}.lock") for g in gpus)
     if gpus_needed > 1:
         env["CUDABOOK_GPU_LOCK"] = os.pathsep.join(str(staging() / f"gpu{g}.lock") for g in gpus)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)

@@ -448,7 +448,8 @@ def test_per_gpu_locks_let_gpus_work_side_by_side(tmp_path):
         "def seen():\n    return set(open(path).read().split()) if os.path.exists(path) else set()\n"
         "say(name + '?')\n"
         "lock.shared()\n"
-        "if not name.startswith('r'):\n    lock.exclusive()\n"
+        "if name.startswith('m'):\n    lock.exclusive(machine=True)\n"
+        "elif not name.startswith('r'):\n    lock.exclusive()\n"
         "say(name + '+')\n"
         "deadline = time.monotonic() + 30\n"
         "while not set(wait_for) <= seen():\n"
@@ -460,7 +461,7 @@ def test_per_gpu_locks_let_gpus_work_side_by_side(tmp_path):
     a, b = str(tmp_path / "gpu0.lock"), str(tmp_path / "gpu1.lock")
 
     def start(name, locks, *wait_for):
-        env = dict(os.environ, CUDABOOK_GPU_LOCK=os.pathsep.join(locks))
+        env = dict(os.environ, CUDABOOK_GPU_LOCK=os.pathsep.join(locks), CUDABOOK_MACHINE_LOCKS=os.pathsep.join([a, b]))
         env.pop("CUDABOOK_GPU_LOCK_OWNER", None)
         return subprocess.Popen([sys.executable, str(script), name, str(log), *wait_for], env=env)
 
@@ -486,6 +487,18 @@ def test_per_gpu_locks_let_gpus_work_side_by_side(tmp_path):
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
     events = log.read_text().split()
     assert events.index("r+") > events.index("C-"), events
+
+    # A CPU timing on GPU 0's worker (machine=True) waits for a check that
+    # holds GPU 1 shared: the cores are the machine's.
+    log.unlink()
+    procs = [start("r", [b], "m?")]
+    while not (log.exists() and "r+" in log.read_text().split()):
+        assert procs[0].poll() is None
+        __import__("time").sleep(0.005)
+    procs.append(start("m", [a]))
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    events = log.read_text().split()
+    assert events.index("m+") > events.index("r-"), events
 
 
 def test_suite_places_workers_on_gpus():

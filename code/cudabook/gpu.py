@@ -191,9 +191,10 @@ def init(device: int | None = None) -> Gpu:
 def gpu_alone() -> None:
     """Say that this listing measures the hardware (bandwidth, block
     scheduling): when a test suite shares the GPU between listings, it gets
-    the GPU, and the machine, to itself from now until finish()."""
+    the GPU, and the machine (every GPU's lock: host copies share its memory
+    and PCIe), to itself from now until finish()."""
     init()
-    lock.exclusive()
+    lock.exclusive(machine=True)
 
 
 def environment() -> dict:

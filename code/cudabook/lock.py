@@ -8,6 +8,14 @@ lock file in CUDABOOK_GPU_LOCK. A listing then holds the lock *shared* from
 other listing process is running, so neither the GPU nor the CPU cores are
 busy with anything else while it measures.
 
+On a machine with several GPUs the suite gives each GPU its own lock
+(CUDABOOK_GPU_LOCK names the listing's), so timings on different GPUs run
+side by side. What the GPUs share is taken whole: a CPU timing
+(`time_cpu`) and a listing that measures the hardware (`gpu_alone`: host
+copies cross the same memory and PCIe root) hold every GPU's lock
+(CUDABOOK_MACHINE_LOCKS, `exclusive(machine=True)`). On one GPU the two
+are the same lock.
+
 A waiting timer goes first: new processes queue behind it (a turnstile), so
 timing cannot starve while checks keep arriving. A process started by a
 holder (a listing that runs a failing case in a child process) is covered by
@@ -23,18 +31,27 @@ from __future__ import annotations
 import fcntl
 import os
 
-_state = {"fds": [], "mode": None}
+_state = {"fds": {}, "held": [], "mode": None}
 OWNER = "CUDABOOK_GPU_LOCK_OWNER"   # the pid of the process holding the lock, for its children
+MACHINE = "CUDABOOK_MACHINE_LOCKS"  # every GPU's lock, for what the GPUs share
 
 
-def _paths() -> list[str]:
+def _split(value: str | None) -> list[str]:
+    return [p for p in (value or "").split(os.pathsep) if p]
+
+
+def _paths(machine: bool = False) -> list[str]:
     """The lock files to hold: one a GPU the listing uses (CUDABOOK_GPU_LOCK,
-    several joined by os.pathsep for a listing that uses several GPUs),
-    always taken in the same order, so two such listings cannot deadlock."""
+    several joined by os.pathsep for a listing that uses several GPUs), or,
+    with machine=True, every GPU's (CUDABOOK_MACHINE_LOCKS, which includes
+    the listing's own). Always taken in sorted order, so two listings
+    cannot deadlock."""
     if os.environ.get(OWNER) not in (None, str(os.getpid())):
         return []                    # a parent holds it for us
-    value = os.environ.get("CUDABOOK_GPU_LOCK") or ""
-    return [p for p in value.split(os.pathsep) if p]
+    mine = _split(os.environ.get("CUDABOOK_GPU_LOCK"))
+    if machine and mine:
+        mine = sorted(set(mine) | set(_split(os.environ.get(MACHINE))))
+    return sorted(set(mine))
 
 
 def _turnstile(path: str) -> None:
@@ -44,10 +61,16 @@ def _turnstile(path: str) -> None:
         fcntl.flock(t, fcntl.LOCK_UN)
 
 
-def _fds(paths: list[str]) -> list:
-    if not _state["fds"]:
-        _state["fds"] = [open(p, "a") for p in paths]
-    return _state["fds"]
+def _fd(path: str):
+    if path not in _state["fds"]:
+        _state["fds"][path] = open(path, "a")
+    return _state["fds"][path]
+
+
+def _let_go() -> None:
+    for path in _state["held"]:
+        fcntl.flock(_fd(path), fcntl.LOCK_UN)
+    _state["held"] = []
 
 
 def shared() -> None:
@@ -55,27 +78,29 @@ def shared() -> None:
     paths = _paths()
     if not paths or _state["mode"] is not None:
         return
-    for path, fd in zip(paths, _fds(paths)):
+    for path in paths:
         _turnstile(path)
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        fcntl.flock(_fd(path), fcntl.LOCK_SH)
+    _state["held"] = paths
     _state["mode"] = "shared"
     os.environ[OWNER] = str(os.getpid())
 
 
-def exclusive() -> None:
+def exclusive(machine: bool = False) -> None:
     """Hold the GPU(s) (and the machine's share that goes with them) alone
-    until release()."""
-    paths = _paths()
-    if not paths or _state["mode"] == "exclusive" or os.environ.get("CUDABOOK_SANITIZER"):
+    until release(); with machine=True, every GPU of the machine."""
+    paths = _paths(machine)
+    if not paths or os.environ.get("CUDABOOK_SANITIZER"):
         return
-    fds = _fds(paths)
-    for fd in fds:
-        fcntl.flock(fd, fcntl.LOCK_UN)        # never wait while holding any of them shared
-    for path, fd in zip(paths, fds):
+    if _state["mode"] == "exclusive" and set(paths) <= set(_state["held"]):
+        return
+    _let_go()                                  # never wait while holding any of them
+    for path in paths:
         with open(path + ".turnstile", "a") as t:
-            fcntl.flock(t, fcntl.LOCK_EX)     # queue ahead of later arrivals
-            fcntl.flock(fd, fcntl.LOCK_EX)    # wait for the running ones to finish
+            fcntl.flock(t, fcntl.LOCK_EX)      # queue ahead of later arrivals
+            fcntl.flock(_fd(path), fcntl.LOCK_EX)  # wait for the running ones to finish
             fcntl.flock(t, fcntl.LOCK_UN)
+    _state["held"] = paths
     _state["mode"] = "exclusive"
     os.environ[OWNER] = str(os.getpid())
 
@@ -90,7 +115,6 @@ def release() -> None:
     that runs one listing after another holds nothing in between."""
     if _state["mode"] is None:
         return
-    for fd in _state["fds"]:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+    _let_go()
     _state["mode"] = None
     os.environ.pop(OWNER, None)
