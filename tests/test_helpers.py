@@ -53,6 +53,33 @@ def test_check_array_alignment():
         cb.check_array("a", FakeDeviceArray(0x7F0000000104), on_device=True, alignment=16)
 
 
+class FakeBuffer:
+    """A device array reduced to what the overlap check reads: an address and a size."""
+
+    def __init__(self, address, nbytes):
+        self.gpudata, self.nbytes = address, nbytes
+
+
+def test_check_separate_names_the_output_and_the_input():
+    base = 0x7F0000000000
+    a, b = FakeBuffer(base, 400), FakeBuffer(base + 400, 400)         # adjacent, not overlapping
+    cb.check_separate("c", FakeBuffer(base + 800, 4), a=a, b=b)
+    assert not cb.overlaps(a, b) and not cb.overlaps(b, a)
+    assert cb.overlaps(a, FakeBuffer(base + 396, 4)) and cb.overlaps(FakeBuffer(base + 396, 4), a)
+    assert cb.overlaps(a, FakeBuffer(base + 100, 8))                   # inside
+    assert not cb.overlaps(a, FakeBuffer(base - 4, 4))
+    with pytest.raises(ValueError, match=r"^c: overlaps b; the launch needs c in memory of its own"):
+        cb.check_separate("c", FakeBuffer(base + 796, 8), a=a, b=b)
+    cb.check_separate("out", FakeBuffer(base + 800, 4), a=a, res=None)   # None is no input
+    x = np.zeros(100, np.float32)
+    assert cb.overlaps(x, x[50:]) and cb.overlaps(x[::2], x[1::2])
+    assert not cb.overlaps(x[:50], x[50:]) and not cb.overlaps(x, np.zeros(100, np.float32))
+    assert not cb.overlaps(x, FakeBuffer(x.ctypes.data, x.nbytes))    # host and device memory
+    with pytest.raises(ValueError, match=r"^y: overlaps x"):
+        cb.check_separate("y", x[10:20], w=np.ones(3), x=x)
+    cb.check_separate("y", x[:50], x=x[50:])
+
+
 def test_check_size():
     assert cb.check_size("n", np.int64(5)) == 5
     with pytest.raises(ValueError, match=r"^n: expected 1 <= n"):

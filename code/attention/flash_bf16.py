@@ -83,11 +83,6 @@ def load_kernels() -> dict:
     return kernels
 
 
-def _overlaps(x, y) -> bool:
-    p, q = int(x.gpudata), int(y.gpudata)
-    return p < q + y.nbytes and q < p + x.nbytes
-
-
 # --8<-- [start:launch]
 def attention(kernels, name: str, q, k, v, o, causal: bool = False) -> None:
     """o = softmax(q k^T / sqrt(D)) v by the variant `name`. q, k, v, o:
@@ -105,9 +100,7 @@ def attention(kernels, name: str, q, k, v, o, causal: bool = False) -> None:
     cb.check_size("q.shape[2] (S)", s, high=MAX_S)
     for arg, x in (("k", k), ("v", v), ("o", o)):
         cb.check_array(arg, x, dtype=np.uint16, shape=(b, h, s, d), on_device=True, alignment=16)
-    for arg, x in (("q", q), ("k", k), ("v", v)):
-        if _overlaps(o, x):
-            raise ValueError(f"o: overlaps {arg}; attention needs a separate output")
+    cb.check_separate("o", o, q=q, k=k, v=v)
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"causal: expected True or False, got {causal!r}")
     if b * h > MAX_GRID_Y:

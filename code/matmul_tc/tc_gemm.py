@@ -111,11 +111,6 @@ def load_kernels() -> dict:
     return {name: module.get_function(name).prepare("PPPiii") for name in (*RUNGS, UNALIGNED)}
 
 
-def _overlaps(x, y) -> bool:
-    p, q = int(x.gpudata), int(y.gpudata)
-    return p < q + y.nbytes and q < p + x.nbytes
-
-
 # --8<-- [start:launch]
 def tc_gemm(kernels, name: str, a, b, c) -> None:
     """c = a @ b with the rung `name`. a: M x K and b: K x N bfloat16 bit
@@ -134,9 +129,7 @@ def tc_gemm(kernels, name: str, a, b, c) -> None:
                          f"dimensions must agree), got shape {tuple(b.shape)}")
     n = cb.check_size("b.shape[1] (N)", b.shape[1], high=MAX_DIM)
     cb.check_array("c", c, dtype=np.float32, shape=(m, n), on_device=True, alignment=align)
-    for other, x in (("a", a), ("b", b)):
-        if _overlaps(c, x):
-            raise ValueError(f"c: overlaps {other}; the product needs a separate output")
+    cb.check_separate("c", c, a=a, b=b)
     block, tile_m, tile_n = RUNGS[name]
     grid = (cb.ceil_div(n, tile_n), cb.ceil_div(m, tile_m), 1)   # x along N, y along M
     if grid[1] > MAX_GRID_Y:

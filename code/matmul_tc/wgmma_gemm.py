@@ -113,11 +113,6 @@ def tensor_map(address: int, rows: int, cols: int, box_rows: int, box_cols: int)
 # --8<-- [end:tensor_map]
 
 
-def _overlaps(x, y) -> bool:
-    p, q = int(x.gpudata), int(y.gpudata)
-    return p < q + y.nbytes and q < p + x.nbytes
-
-
 # --8<-- [start:launch]
 def wgmma_gemm(kernel, a, b, c) -> None:
     """c = a @ b: a M x K and b K x N bfloat16 bit patterns (np.uint16), c
@@ -136,9 +131,7 @@ def wgmma_gemm(kernel, a, b, c) -> None:
             raise ValueError(f"{name}: must be a multiple of 8 for TMA (each row on a 16-byte "
                              f"boundary), got {size:,}; tc_gemm.tc_gemm takes any shape")
     cb.check_array("c", c, dtype=np.uint16, shape=(m, n), on_device=True, alignment=16)
-    for other, x in (("a", a), ("b", b)):
-        if _overlaps(c, x):
-            raise ValueError(f"c: overlaps {other}; the product needs a separate output")
+    cb.check_separate("c", c, a=a, b=b)
     blocks = cb.ceil_div(m, BM) * cb.ceil_div(n, BN)
     if blocks > MAX_BLOCKS:
         raise ValueError(f"a, b: {blocks:,} tiles of {BM} x {BN}, more than the "

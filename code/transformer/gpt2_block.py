@@ -113,18 +113,6 @@ def load_kernels(products: str | None = None) -> dict:
     return out
 
 
-def _overlaps(x, y) -> bool:
-    p, q = int(x.gpudata), int(y.gpudata)
-    return p < q + y.nbytes and q < p + x.nbytes
-
-
-def _check_separate(out_name: str, out, **inputs) -> None:
-    """The output must overlap no input: blocks write it while others still read."""
-    for name, x in inputs.items():
-        if x is not None and _overlaps(out, x):
-            raise ValueError(f"{out_name}: overlaps {name}; the launch needs a separate output")
-
-
 def _product(kernels, tail: str, a, w_t, bias, res, out, m: int, n: int, k: int, t: int,
              d: int) -> None:
     """Launch the product kind kernels["products"] names (rung 4 where the
@@ -173,7 +161,7 @@ def linear(kernels, tail: str, a, w_t, bias, out, res=None) -> None:
         cb.check_array("res", res, dtype=np.uint16, shape=(m, n), on_device=True, alignment=16)
     elif res is not None:
         raise ValueError(f"res: only the residual tail takes one (tail is {tail!r})")
-    _check_separate("out", out, a=a, w_t=w_t, bias=bias, res=res)
+    cb.check_separate("out", out, a=a, w_t=w_t, bias=bias, res=res)
     _product(kernels, TAILS[tail], a, w_t, bias, res if res is not None else out, out, m, n, k, 1, 8)
 
 
@@ -186,7 +174,7 @@ def linear_qkv(kernels, a, w_t, bias, qkv) -> None:
     if three != 3 or b * t != m or 3 * h * d != n or d % 8:
         raise ValueError(f"qkv: expected (3, B, H, T, D) with B T = {m:,}, 3 H D = {n:,} and "
                          f"D a multiple of 8, got shape {tuple(qkv.shape)}")
-    _check_separate("qkv", qkv, a=a, w_t=w_t, bias=bias)
+    cb.check_separate("qkv", qkv, a=a, w_t=w_t, bias=bias)
     _product(kernels, "qkv", a, w_t, bias, qkv, qkv, m, n, k, t, d)
 
 
@@ -198,7 +186,7 @@ def merge_heads(kernels, o, y) -> None:
         raise ValueError(f"o: merge_heads moves 8 elements at a time; D must be a multiple of 8, got {d}")
     cb.check_size("o.size", b * h * t * d)                  # the kernel's indices are int
     cb.check_array("y", y, dtype=np.uint16, shape=(b * t, h * d), on_device=True, alignment=16)
-    _check_separate("y", y, o=o)
+    cb.check_separate("y", y, o=o)
     n8 = b * h * t * d // 8
     kernels["merge_heads"].prepared_call((min(cb.ceil_div(n8, 256), 2**31 - 1), 1, 1), (256, 1, 1),
                                          o.gpudata, y.gpudata, np.int32(b), np.int32(h), np.int32(t),
