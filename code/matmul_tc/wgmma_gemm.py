@@ -155,13 +155,18 @@ def label(m: int, n: int, k: int) -> str:
     return f"wgmma {m}x{n}x{k}"
 
 
-def check(kernel, a16, b16, a_gpu, b_gpu, c_gpu) -> None:
+def check(kernel, a16, b16, a_gpu, b_gpu, c_gpu) -> tuple[np.ndarray, float, np.ndarray]:
+    """Launch once into a poisoned C and check every element. Returns what
+    the check held C to, (ref, k, scale) for cb.compare, so that another
+    output of the same product (cuBLAS's) can be held to the same."""
     (m, k), n = a16.shape, b16.shape[1]
     ref, scale = tc_gemm.reference(a16, b16)
+    kb, s = bound(k, scale)
+    del scale                              # float64, M x N: freed before the compare
     cb.poison(c_gpu)                       # all-ones bytes: bf16 NaN
     wgmma_gemm(kernel, a_gpu, b_gpu, c_gpu)
-    kb, s = bound(k, scale)
     cb.report_check(cb.compare(label(m, n, k), tc_gemm.from_bf16(c_gpu.get()), ref, k=kb, scale=s))
+    return ref, kb, s
 
 
 def check_shape(kernel, m: int, n: int, k: int, rng) -> None:
@@ -184,12 +189,7 @@ def bench_shape(kernel, rungs, m: int, n: int, k: int, seed: int, budget_ms: flo
     a_gpu, b_gpu = gpuarray.to_gpu(a16), gpuarray.to_gpu(b16)
     c_gpu = gpuarray.empty((m, n), np.uint16)
     shape = tc_gemm.tag(m, n, k)
-    ref, scale = tc_gemm.reference(a16, b16)
-    kb, s = bound(k, scale)
-    del scale
-    cb.poison(c_gpu)
-    wgmma_gemm(kernel, a_gpu, b_gpu, c_gpu)
-    cb.report_check(cb.compare(label(m, n, k), tc_gemm.from_bf16(c_gpu.get()), ref, k=kb, scale=s))
+    ref, kb, s = check(kernel, a16, b16, a_gpu, b_gpu, c_gpu)
     flops = 2 * m * n * k
     working_set = 2 * (m * k + k * n + m * n)
     times = {}
