@@ -51,6 +51,7 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,6 +63,16 @@ from matmul_tc.tc_gemm import bound_k, from_bf16, to_bf16  # noqa: E402
 from softmax_norm import layernorm as ln  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
+
+
+class Product(NamedTuple):
+    """One kind of product: its kernels' names and the block each launches."""
+    prefix: str                   # kernel names: prefix + tail ("gemm_bias", "wgmma_gelu")
+    tile: tuple[int, int]         # rows, columns of C a block
+    blocks_per_sm: int            # blocks an SM holds at once
+    threads: int                  # threads a block
+
+
 #: (B, T, C, H): sequences, tokens, width, heads (D = C / H)
 SHAPES = [(1, 1, 64, 1), (2, 77, 128, 2), (1, 130, 192, 3), (1, 33, 256, 2), (2, 200, 768, 12)]
 SANITIZER_SHAPES = [(1, 1, 64, 1), (1, 70, 128, 2)]
@@ -69,10 +80,9 @@ BENCH_SHAPE = (8, 1024, 768, 12)              # GPT-2 small, batch 8, sequence 1
 #: chapter 16's variant for each head dimension
 ATTENTION = {64: "flash_d64_m2_n64", 128: "flash_d128_m2_n64"}
 TAILS = {"bias": "bias", "gelu": "gelu", "residual": "residual"}
-#: the two kinds of product: kernel name prefix, (rows, columns) of C a
-#: block, blocks an SM holds, threads a block
-PRODUCTS = {"mma": ("gemm_", (128, 128), 2, 128),                       # tc_gemm.cu's rung 4
-            "wgmma": ("wgmma_", (wgmma_gemm.BM, wgmma_gemm.BN), 1, wgmma_gemm.THREADS)}
+#: the two kinds of product
+PRODUCTS = {"mma": Product("gemm_", (128, 128), 2, 128),                # tc_gemm.cu's rung 4
+            "wgmma": Product("wgmma_", (wgmma_gemm.BM, wgmma_gemm.BN), 1, wgmma_gemm.THREADS)}
 HOPPER_ARCH = wgmma_gemm.ARCH
 TILE = 128                                    # rows of C a block, both kinds
 MAX_GRID_Y = 65_535
@@ -100,7 +110,7 @@ def load_kernels(products: str | None = None) -> dict:
     module = cb.compile(KERNEL_FILE, arch=HOPPER_ARCH if hopper else None)
     out = {"products": products or ("wgmma" if hopper else "mma")}
     for kind in (("mma", "wgmma") if hopper else ("mma",)):
-        prefix = PRODUCTS[kind][0]
+        prefix = PRODUCTS[kind].prefix
         for tail in (*TAILS.values(), "qkv"):
             f = module.get_function(prefix + tail)
             if kind == "wgmma":
@@ -119,7 +129,8 @@ def _product(kernels, tail: str, a, w_t, bias, res, out, m: int, n: int, k: int,
     dict does not say) with the tail `tail` ("bias", "gelu", "residual",
     "qkv"); arguments already checked."""
     kind = kernels.get("products", "mma")
-    prefix, (bm, bn), _, threads = PRODUCTS[kind]
+    product = PRODUCTS[kind]
+    prefix, (bm, bn), threads = product.prefix, product.tile, product.threads
     args = (bias.gpudata, res.gpudata, out.gpudata,
             np.int32(m), np.int32(n), np.int32(k), np.int32(t), np.int32(d))
     if kind == "wgmma":                 # one block per 128 x 256 tile, in wgmma_gemm's order
@@ -442,7 +453,7 @@ def check_end_to_end(blk: Block, x64, params64, torch, label: str = "",
 
 def kinds(k) -> list[str]:
     """The kinds of product loaded in k, the one the launches use last."""
-    loaded = [kind for kind, spec in PRODUCTS.items() if spec[0] + "bias" in k]
+    loaded = [kind for kind, product in PRODUCTS.items() if product.prefix + "bias" in k]
     default = k.get("products", "mma")
     return [kind for kind in loaded if kind != default] + [default]
 
