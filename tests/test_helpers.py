@@ -80,6 +80,17 @@ def test_check_separate_names_the_output_and_the_input():
     cb.check_separate("y", x[:50], x=x[50:])
 
 
+def test_bf16_rounding_is_to_nearest_with_ties_to_even():
+    from cudabook.bf16 import from_bf16, to_bf16
+
+    # 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: the even one is 1;
+    # 1 + 3 2^-8 lies halfway between 1 + 2^-7 and 1 + 2^-6: the even one is 1 + 2^-6.
+    x = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-7, -2.5, 1 + 2**-8 + 2**-20], np.float32)
+    assert from_bf16(to_bf16(x)).tolist() == [1.0, 1.0, 1 + 2**-6, 1 + 2**-7, -2.5, 1 + 2**-7]
+    assert to_bf16(x).dtype == np.uint16 and from_bf16(to_bf16(x)).dtype == np.float32
+    assert to_bf16(np.array([3.0, -2.5], np.float32)).tolist() == [0x4040, 0xC020]   # the top halves
+
+
 def test_check_size():
     assert cb.check_size("n", np.int64(5)) == 5
     with pytest.raises(ValueError, match=r"^n: expected 1 <= n"):
@@ -288,10 +299,13 @@ def test_runtime_modules_are_what_listings_load():
     assert runtime == {"__init__.py", "bench.py", "check.py", "compile.py", "gpu.py", "listing_cli.py", "lock.py"}
     present = {p.name for p in pkg.glob("*.py")}
     assert not runtime & TOOLING
-    # Loaded only by the listings that import them, and hashed only into theirs.
-    optional = {"ncu.py"}
+    # Loaded only by the listings that import them, and hashed only into theirs
+    # (directly, or through a chapter helper: attention_fp32 through _ref.py).
+    optional = {"ncu.py", "bf16.py"}
     assert not optional & runtime
     assert "ncu.py" in {p.name for p in listings.helper_modules(listings.find("global_memory/strided_copy"))}
+    for user in ("softmax_norm/softmax", "matmul_tc/tc_gemm", "attention/attention_fp32"):
+        assert "bf16.py" in {p.name for p in listings.helper_modules(listings.find(user))}, user
     assert present <= runtime | TOOLING | optional | {"roofline.py"}, (
         f"unclassified helper modules: {present - runtime - TOOLING - optional}")
 

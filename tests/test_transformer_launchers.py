@@ -11,7 +11,7 @@ import pytest
 import fakes
 from fakes import FakeArray, FakeKernel
 
-from matmul_tc.tc_gemm import from_bf16, to_bf16
+from cudabook.bf16 import from_bf16, to_bf16
 from transformer import gpt2_block as gb
 
 

@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import from_bf16  # noqa: E402
 from attention import _ref  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
@@ -131,7 +132,7 @@ def check(kernels, q16, k16, v16, causal: bool, torch=None) -> None:
     for name in variants_for(d):
         cb.poison(og)
         attention(kernels, name, qg, kg, vg, og, causal)
-        got = _ref.from_bf16(og.get())             # compare in float32 units: k u = u_bf16
+        got = from_bf16(og.get())             # compare in float32 units: k u = u_bf16
         cb.report_check(cb.compare(f"{name} {b}x{h}x{s}x{d}{' causal' if causal else ''}", got,
                                    ref, k=k * _ref.U_BF16 / _ref.U_FP32, scale=mag))
 

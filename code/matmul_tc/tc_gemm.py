@@ -49,6 +49,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import from_bf16, to_bf16  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 # rung: (threads per block, rows of C per block, columns of C per block), as in tc_gemm.cu
@@ -74,19 +75,6 @@ ROUNDING_SHAPES = {(1024, 1024, 1024), (4096, 4096, 4096)}    # where input_roun
 TARGET_SHAPE, TARGET = (8192, 8192, 8192), 0.50
 BASELINE = "cuBLAS bf16 (torch.matmul)"
 U = 2.0**-24                        # float32 unit roundoff
-
-
-def to_bf16(x: np.ndarray) -> np.ndarray:
-    """float32 -> bfloat16 bit patterns (np.uint16), round to nearest, ties
-    to even: add 0x7FFF plus the lowest kept bit, keep the top 16 bits.
-    (Finite inputs only: a NaN could round to infinity.)"""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    return ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
-
-
-def from_bf16(h: np.ndarray) -> np.ndarray:
-    """bfloat16 bit patterns (np.uint16) -> float32, exactly."""
-    return (h.astype(np.uint32) << 16).view(np.float32)
 
 
 def reference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -43,6 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import from_bf16, to_bf16  # noqa: E402
 from matmul_tc import tc_gemm  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
@@ -165,7 +166,7 @@ def check(kernel, a16, b16, a_gpu, b_gpu, c_gpu) -> tuple[np.ndarray, float, np.
     del scale                              # float64, M x N: freed before the compare
     cb.poison(c_gpu)                       # all-ones bytes: bf16 NaN
     wgmma_gemm(kernel, a_gpu, b_gpu, c_gpu)
-    cb.report_check(cb.compare(label(m, n, k), tc_gemm.from_bf16(c_gpu.get()), ref, k=kb, scale=s))
+    cb.report_check(cb.compare(label(m, n, k), from_bf16(c_gpu.get()), ref, k=kb, scale=s))
     return ref, kb, s
 
 
@@ -173,7 +174,7 @@ def check_shape(kernel, m: int, n: int, k: int, rng) -> None:
     from pycuda import gpuarray
 
     a, b = tc_gemm.random_pair(m, n, k, rng)
-    a16, b16 = tc_gemm.to_bf16(a), tc_gemm.to_bf16(b)
+    a16, b16 = to_bf16(a), to_bf16(b)
     check(kernel, a16, b16, gpuarray.to_gpu(a16), gpuarray.to_gpu(b16),
           gpuarray.empty((m, n), np.uint16))
 
@@ -184,7 +185,7 @@ def bench_shape(kernel, rungs, m: int, n: int, k: int, seed: int, budget_ms: flo
     from pycuda import gpuarray
 
     a, b = tc_gemm.random_pair(m, n, k, np.random.default_rng(seed))
-    a16, b16 = tc_gemm.to_bf16(a), tc_gemm.to_bf16(b)
+    a16, b16 = to_bf16(a), to_bf16(b)
     del a, b
     a_gpu, b_gpu = gpuarray.to_gpu(a16), gpuarray.to_gpu(b16)
     c_gpu = gpuarray.empty((m, n), np.uint16)
@@ -201,7 +202,7 @@ def bench_shape(kernel, rungs, m: int, n: int, k: int, seed: int, budget_ms: flo
         tb = torch.from_numpy(b16.view(np.int16)).cuda().view(torch.bfloat16)
         tc = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
         torch.matmul(ta, tb, out=tc)
-        got = tc_gemm.from_bf16(tc.view(torch.int16).cpu().numpy().view(np.uint16))
+        got = from_bf16(tc.view(torch.int16).cpu().numpy().view(np.uint16))
         cb.report_check(cb.compare(f"cuBLAS {m}x{n}x{k}", got, ref, k=kb, scale=s))
         del got
         times["cuBLAS"] = cb.bench(lambda: torch.matmul(ta, tb, out=tc),

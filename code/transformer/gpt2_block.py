@@ -57,9 +57,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import from_bf16, to_bf16  # noqa: E402
 from attention import _ref, flash_bf16  # noqa: E402
 from matmul_tc import wgmma_gemm  # noqa: E402
-from matmul_tc.tc_gemm import bound_k, from_bf16, to_bf16  # noqa: E402
+from matmul_tc.tc_gemm import bound_k  # noqa: E402
 from softmax_norm import layernorm as ln  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
