@@ -53,6 +53,44 @@ def test_check_array_alignment():
         cb.check_array("a", FakeDeviceArray(0x7F0000000104), on_device=True, alignment=16)
 
 
+class FakeBuffer:
+    """A device array reduced to what the overlap check reads: an address and a size."""
+
+    def __init__(self, address, nbytes):
+        self.gpudata, self.nbytes = address, nbytes
+
+
+def test_check_separate_names_the_output_and_the_input():
+    base = 0x7F0000000000
+    a, b = FakeBuffer(base, 400), FakeBuffer(base + 400, 400)         # adjacent, not overlapping
+    cb.check_separate("c", FakeBuffer(base + 800, 4), a=a, b=b)
+    assert not cb.overlaps(a, b) and not cb.overlaps(b, a)
+    assert cb.overlaps(a, FakeBuffer(base + 396, 4)) and cb.overlaps(FakeBuffer(base + 396, 4), a)
+    assert cb.overlaps(a, FakeBuffer(base + 100, 8))                   # inside
+    assert not cb.overlaps(a, FakeBuffer(base - 4, 4))
+    with pytest.raises(ValueError, match=r"^c: overlaps b; the launch needs c in memory of its own"):
+        cb.check_separate("c", FakeBuffer(base + 796, 8), a=a, b=b)
+    cb.check_separate("out", FakeBuffer(base + 800, 4), a=a, res=None)   # None is no input
+    x = np.zeros(100, np.float32)
+    assert cb.overlaps(x, x[50:]) and cb.overlaps(x[::2], x[1::2])
+    assert not cb.overlaps(x[:50], x[50:]) and not cb.overlaps(x, np.zeros(100, np.float32))
+    assert not cb.overlaps(x, FakeBuffer(x.ctypes.data, x.nbytes))    # host and device memory
+    with pytest.raises(ValueError, match=r"^y: overlaps x"):
+        cb.check_separate("y", x[10:20], w=np.ones(3), x=x)
+    cb.check_separate("y", x[:50], x=x[50:])
+
+
+def test_bf16_rounding_is_to_nearest_with_ties_to_even():
+    from cudabook.bf16 import from_bf16, to_bf16
+
+    # 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: the even one is 1;
+    # 1 + 3 2^-8 lies halfway between 1 + 2^-7 and 1 + 2^-6: the even one is 1 + 2^-6.
+    x = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-7, -2.5, 1 + 2**-8 + 2**-20], np.float32)
+    assert from_bf16(to_bf16(x)).tolist() == [1.0, 1.0, 1 + 2**-6, 1 + 2**-7, -2.5, 1 + 2**-7]
+    assert to_bf16(x).dtype == np.uint16 and from_bf16(to_bf16(x)).dtype == np.float32
+    assert to_bf16(np.array([3.0, -2.5], np.float32)).tolist() == [0x4040, 0xC020]   # the top halves
+
+
 def test_check_size():
     assert cb.check_size("n", np.int64(5)) == 5
     with pytest.raises(ValueError, match=r"^n: expected 1 <= n"):
@@ -261,10 +299,13 @@ def test_runtime_modules_are_what_listings_load():
     assert runtime == {"__init__.py", "bench.py", "check.py", "compile.py", "gpu.py", "listing_cli.py", "lock.py"}
     present = {p.name for p in pkg.glob("*.py")}
     assert not runtime & TOOLING
-    # Loaded only by the listings that import them, and hashed only into theirs.
-    optional = {"ncu.py"}
+    # Loaded only by the listings that import them, and hashed only into theirs
+    # (directly, or through a chapter helper: attention_fp32 through _ref.py).
+    optional = {"ncu.py", "bf16.py"}
     assert not optional & runtime
     assert "ncu.py" in {p.name for p in listings.helper_modules(listings.find("global_memory/strided_copy"))}
+    for user in ("softmax_norm/softmax", "matmul_tc/tc_gemm", "attention/attention_fp32"):
+        assert "bf16.py" in {p.name for p in listings.helper_modules(listings.find(user))}, user
     assert present <= runtime | TOOLING | optional | {"roofline.py"}, (
         f"unclassified helper modules: {present - runtime - TOOLING - optional}")
 

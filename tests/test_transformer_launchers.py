@@ -11,14 +11,14 @@ import pytest
 import fakes
 from fakes import FakeArray, FakeKernel
 
-from matmul_tc.tc_gemm import from_bf16, to_bf16
+from cudabook.bf16 import from_bf16, to_bf16
 from transformer import gpt2_block as gb
 
 
 def recorder(kind: str = "mma"):
     """Fake kernels of one kind of product (and merge_heads); the dict says
     which kind the launches use, as load_kernels' does."""
-    prefix = gb.PRODUCTS[kind][0]
+    prefix = gb.PRODUCTS[kind].prefix
     kernels, calls = fakes.recorder([prefix + t for t in (*gb.TAILS.values(), "qkv")] + ["merge_heads"])
     kernels["products"] = kind
     return kernels, calls

@@ -1,5 +1,5 @@
-"""Chapter 16's shared host code: bf16 bit patterns, random Q, K, V, the
-float64 reference, the FLOP count and the error bound.
+"""Chapter 16's shared host code: random Q, K, V (float32 or bf16 bit
+patterns), the float64 reference, the FLOP count and the error bound.
 
 Bound. Every kernel here computes, for each query row, scores s_j = q.k_j /
 sqrt(D) (sums of D products, in fp32), weights p_j = exp(s_j - m) and
@@ -21,19 +21,9 @@ import math
 
 import numpy as np
 
+from cudabook.bf16 import from_bf16, to_bf16
+
 U_FP32, U_BF16 = 2.0**-24, 2.0**-8
-
-
-def to_bf16(x: np.ndarray) -> np.ndarray:
-    """float32 -> bfloat16 bit patterns (np.uint16), round to nearest, ties
-    to even. (Finite inputs only: a NaN could round to infinity.)"""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    return ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
-
-
-def from_bf16(h: np.ndarray) -> np.ndarray:
-    """bfloat16 bit patterns (np.uint16) -> float32, exactly."""
-    return (h.astype(np.uint32) << 16).view(np.float32)
 
 
 def random_qkv(b: int, h: int, s: int, d: int, q_scale: float, rng, bf16: bool):

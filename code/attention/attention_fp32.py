@@ -64,11 +64,6 @@ def load_kernels() -> dict:
     return kernels
 
 
-def _overlaps(x, y) -> bool:
-    p, q = int(x.gpudata), int(y.gpudata)
-    return p < q + y.nbytes and q < p + x.nbytes
-
-
 # --8<-- [start:launch]
 def attention(kernels, way: str, q, k, v, o, causal: bool = False, work=None) -> None:
     """o = softmax(q k^T / sqrt(D)) v, by `way`. q, k, v, o: B x H x S x D
@@ -84,9 +79,7 @@ def attention(kernels, way: str, q, k, v, o, causal: bool = False, work=None) ->
         raise ValueError(f"q: head dimension D must be one of {HEAD_DIMS}, got {d}")
     for arg, x in (("k", k), ("v", v), ("o", o)):
         cb.check_array(arg, x, dtype=np.float32, shape=(b, h, s, d), on_device=True, alignment=16)
-    for arg, x in (("q", q), ("k", k), ("v", v)):
-        if _overlaps(o, x):
-            raise ValueError(f"o: overlaps {arg}; attention needs a separate output")
+    cb.check_separate("o", o, q=q, k=k, v=v)
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"causal: expected True or False, got {causal!r}")
     if b * h > MAX_GRID_YZ:
@@ -111,10 +104,8 @@ def attention(kernels, way: str, q, k, v, o, causal: bool = False, work=None) ->
         raise ValueError("work: three_kernel needs two B x H x S x S float32 arrays")
     for arg, x in (("work[0]", work[0]), ("work[1]", work[1])):
         cb.check_array(arg, x, dtype=np.float32, shape=(b, h, s, s), on_device=True, alignment=16)
-        for other, z in (("q", q), ("k", k), ("v", v), ("o", o)):
-            if _overlaps(x, z):
-                raise ValueError(f"{arg}: overlaps {other}")
-    if _overlaps(work[0], work[1]):
+        cb.check_separate(arg, x, q=q, k=k, v=v, o=o)
+    if cb.overlaps(work[0], work[1]):
         raise ValueError("work: the scores and the weights need separate arrays")
     sc, p = work
     kernels["scores"].prepared_call((tiles, tiles, b * h), THREADS, q.gpudata, k.gpudata,

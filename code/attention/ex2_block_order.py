@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import from_bf16  # noqa: E402
 from attention import _ref, flash_bf16  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
@@ -61,7 +62,7 @@ def check(kernels, shape, seed, torch=None):
     cb.poison(og)
     run(kernels, NATURAL, qg, kg, vg, og)
     cb.report_check(cb.compare(f"natural order {'x'.join(map(str, shape))} causal",
-                               _ref.from_bf16(og.get()), ref,
+                               from_bf16(og.get()), ref,
                                k=bound * _ref.U_BF16 / _ref.U_FP32, scale=mag))
     return qg, kg, vg, og
 

@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import from_bf16  # noqa: E402
 from attention import _ref  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
@@ -83,11 +84,6 @@ def load_kernels() -> dict:
     return kernels
 
 
-def _overlaps(x, y) -> bool:
-    p, q = int(x.gpudata), int(y.gpudata)
-    return p < q + y.nbytes and q < p + x.nbytes
-
-
 # --8<-- [start:launch]
 def attention(kernels, name: str, q, k, v, o, causal: bool = False) -> None:
     """o = softmax(q k^T / sqrt(D)) v by the variant `name`. q, k, v, o:
@@ -105,9 +101,7 @@ def attention(kernels, name: str, q, k, v, o, causal: bool = False) -> None:
     cb.check_size("q.shape[2] (S)", s, high=MAX_S)
     for arg, x in (("k", k), ("v", v), ("o", o)):
         cb.check_array(arg, x, dtype=np.uint16, shape=(b, h, s, d), on_device=True, alignment=16)
-    for arg, x in (("q", q), ("k", k), ("v", v)):
-        if _overlaps(o, x):
-            raise ValueError(f"o: overlaps {arg}; attention needs a separate output")
+    cb.check_separate("o", o, q=q, k=k, v=v)
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"causal: expected True or False, got {causal!r}")
     if b * h > MAX_GRID_Y:
@@ -138,7 +132,7 @@ def check(kernels, q16, k16, v16, causal: bool, torch=None) -> None:
     for name in variants_for(d):
         cb.poison(og)
         attention(kernels, name, qg, kg, vg, og, causal)
-        got = _ref.from_bf16(og.get())             # compare in float32 units: k u = u_bf16
+        got = from_bf16(og.get())             # compare in float32 units: k u = u_bf16
         cb.report_check(cb.compare(f"{name} {b}x{h}x{s}x{d}{' causal' if causal else ''}", got,
                                    ref, k=k * _ref.U_BF16 / _ref.U_FP32, scale=mag))
 

@@ -133,11 +133,6 @@ def load_kernels() -> dict:
     return kernels
 
 
-def _overlaps(x, y) -> bool:
-    p, q = int(x.gpudata), int(y.gpudata)
-    return p < q + y.nbytes and q < p + x.nbytes
-
-
 # --8<-- [start:launch]
 def conv2d(kernels, name: str, x, w, y, stride: int = 1, pad: int = 0, col=None) -> None:
     """y = the convolution of x with w, by the rung `name`. x: N x H x W x C,
@@ -167,9 +162,7 @@ def conv2d(kernels, name: str, x, w, y, stride: int = 1, pad: int = 0, col=None)
     m = cb.check_size("N P Q (output pixels)", n * p * q, high=MAX_DIM)
     kg = cb.check_size("R S C (terms per output)", r * s * c, high=MAX_DIM)
     cb.check_array("y", y, dtype=np.float32, shape=(n, p, q, k), on_device=True, alignment=16)
-    for other, z in (("x", x), ("w", w)):
-        if _overlaps(y, z):
-            raise ValueError(f"y: overlaps {other}; the convolution needs a separate output")
+    cb.check_separate("y", y, x=x, w=w)
     shape = [np.int32(v) for v in (n, h, wd, c, k, r, s, p, q, stride, pad)]
     if name in ("direct", "implicit"):           # blockIdx.x along pixels, y along K
         block, per_block = BLOCKS[name]
@@ -186,9 +179,7 @@ def conv2d(kernels, name: str, x, w, y, stride: int = 1, pad: int = 0, col=None)
         if col is None:
             raise ValueError(f"col: the im2col rung needs a workspace of {m:,} x {kg:,} floats")
         cb.check_array("col", col, dtype=np.float32, shape=(m, kg), on_device=True, alignment=16)
-        for other, z in (("x", x), ("w", w), ("y", y)):
-            if _overlaps(col, z):
-                raise ValueError(f"col: overlaps {other}; the workspace must be separate")
+        cb.check_separate("col", col, x=x, w=w, y=y)
         im2col(kernels, x, col, shape)
         sgemm.sgemm(kernels["sgemm"], "sgemm_double_buffer", col, w.reshape(kg, k),
                     y.reshape(m, k))

@@ -2,7 +2,8 @@
 
 `check_array` guards a launch wrapper: a wrong dtype, shape, stride or size
 becomes a Python error that names the argument, instead of a crash or silent
-garbage on the GPU. `poison` fills an output with NaN before the launch, so an
+garbage on the GPU; `check_separate` does the same for an output that
+shares memory with an input. `poison` fills an output with NaN before the launch, so an
 element the kernel forgot to write cannot pass. `compare` checks every element
 of an output against a float64 reference, within a bound derived from the
 dtype's unit roundoff, and reports the worst elements.
@@ -51,6 +52,29 @@ def check_array(name: str, arr, *, dtype=None, ndim: int | None = None,
     if alignment is not None and on_device and int(arr.gpudata) % alignment:
         raise ValueError(f"{name}: expected a device address aligned to {alignment} bytes, "
                          f"got {int(arr.gpudata):#x}")
+
+
+def overlaps(x, y) -> bool:
+    """Do arrays x and y share any byte? Two device arrays (anything with
+    .gpudata and .nbytes) by their address ranges, two NumPy arrays by
+    their memory bounds; a device array and a host array never do."""
+    on_device = hasattr(x, "gpudata"), hasattr(y, "gpudata")
+    if on_device == (True, True):
+        p, q = int(x.gpudata), int(y.gpudata)
+        return p < q + y.nbytes and q < p + x.nbytes
+    if on_device == (False, False):
+        return np.may_share_memory(x, y)
+    return False
+
+
+def check_separate(name: str, out, **inputs) -> None:
+    """Raise ValueError naming `name` if the output `out` shares memory with
+    one of `inputs` (given by name; None is skipped): a kernel that writes
+    an output while other blocks still read its inputs needs them apart."""
+    for other, x in inputs.items():
+        if x is not None and overlaps(out, x):
+            raise ValueError(f"{name}: overlaps {other}; the launch needs {name} in memory "
+                             f"of its own, apart from {other}")
 
 
 def check_size(name: str, n, *, low: int = 1, high: int = 2**31 - 1) -> int:

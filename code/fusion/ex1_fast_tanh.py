@@ -38,10 +38,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import from_bf16  # noqa: E402
 from fusion.bias_gelu_residual import (BLOCK, FUSED_BYTES, SANITIZER_SHAPES, SHAPES, U_BF16,  # noqa: E402
                                        U_FP32, _check_inputs, _grid, check, fused, load_kernels,
                                        random_inputs, reference)
-from matmul_tc.tc_gemm import from_bf16  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 BENCH_SHAPE = (8 * 1024, 3072)      # rows, cols: GPT-2 small's MLP, batch 8 x sequence 1024

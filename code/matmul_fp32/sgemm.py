@@ -90,11 +90,6 @@ def load_kernels() -> dict:
     return {name: module.get_function(name).prepare("PPPiii") for name in RUNGS}
 
 
-def _overlaps(x, y) -> bool:
-    p, q = int(x.gpudata), int(y.gpudata)
-    return p < q + y.nbytes and q < p + x.nbytes
-
-
 # --8<-- [start:launch]
 def sgemm(kernels, name: str, a, b, c) -> None:
     """c = a @ b with the rung `name`. a: M x K, b: K x N, c: M x N, all
@@ -112,9 +107,7 @@ def sgemm(kernels, name: str, a, b, c) -> None:
                          f"dimensions must agree), got shape {tuple(b.shape)}")
     n = cb.check_size("b.shape[1] (N)", b.shape[1], high=MAX_DIM)
     cb.check_array("c", c, dtype=np.float32, shape=(m, n), on_device=True, alignment=align)
-    for other, x in (("a", a), ("b", b)):
-        if _overlaps(c, x):
-            raise ValueError(f"c: overlaps {other}; the product needs a separate output")
+    cb.check_separate("c", c, a=a, b=b)
     block, tile_m, tile_n = RUNGS[name]
     if name == "sgemm_naive":                       # threadIdx.x runs along M
         grid = (cb.ceil_div(m, tile_m), cb.ceil_div(n, tile_n), 1)

@@ -28,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import to_bf16  # noqa: E402
 from matmul_tc import tc_gemm  # noqa: E402
 
 KS = (64, 256, 1024, 4096, 16384)
@@ -43,7 +44,7 @@ def errors(kernels, side: int, k: int, rng) -> dict:
     from pycuda import gpuarray
 
     a, b = tc_gemm.random_pair(side, side, k, rng)
-    a16, b16 = tc_gemm.to_bf16(a), tc_gemm.to_bf16(b)
+    a16, b16 = to_bf16(a), to_bf16(b)
     c_gpu = gpuarray.empty((side, side), np.float32)
     cb.poison(c_gpu)
     tc_gemm.tc_gemm(kernels, RUNG, gpuarray.to_gpu(a16), gpuarray.to_gpu(b16), c_gpu)

@@ -26,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import to_bf16  # noqa: E402
 from matmul_tc import tc_gemm  # noqa: E402
 from threads_warps.occupancy_sweep import DriverOccupancy, predict, sm_limits  # noqa: E402
 
@@ -70,7 +71,7 @@ def sweep(gpu, kernels, per_sm: int, seed: int) -> list[dict]:
     rows = []
     for side in SIZES:
         a, b = tc_gemm.random_pair(side, side, side, np.random.default_rng(seed + side))
-        a16, b16 = tc_gemm.to_bf16(a), tc_gemm.to_bf16(b)
+        a16, b16 = to_bf16(a), to_bf16(b)
         a_gpu, b_gpu = gpuarray.to_gpu(a16), gpuarray.to_gpu(b16)
         c_gpu = gpuarray.empty((side, side), np.float32)
         cb.poison(c_gpu)

@@ -25,6 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import to_bf16  # noqa: E402
 from matmul_fp32 import sgemm  # noqa: E402
 from matmul_tc import tc_gemm  # noqa: E402
 from roofline.intensity_sweep import fp32_roof  # noqa: E402
@@ -45,7 +46,7 @@ def check_both(fp32_kernels, tc_kernels, m: int, n: int, k: int, seed: int):
     ref, scale = sgemm.reference(a, b)
     cb.report_check(cb.compare(sgemm.label(FP32_RUNG, m, n, k), gc.get(), ref,
                                k=sgemm.bound_k(k), scale=scale))
-    a16, b16 = tc_gemm.to_bf16(a), tc_gemm.to_bf16(b)
+    a16, b16 = to_bf16(a), to_bf16(b)
     ha, hb = gpuarray.to_gpu(a16), gpuarray.to_gpu(b16)
     cb.poison(gc)
     tc_gemm.tc_gemm(tc_kernels, TC_RUNG, ha, hb, gc)

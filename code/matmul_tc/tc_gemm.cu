@@ -147,11 +147,11 @@ __device__ __forceinline__ uint4 load_chunk(const bf16* __restrict__ X, int r, i
 // element loaded from global memory now feeds 128 / 16 = 8 fragment loads
 // instead of one. Rows are padded by 8 bf16 (16 bytes) so the fragment loads,
 // which read 16 rows at once, do not all fall in the same banks.
-#define W2_BM 128
-#define W2_BN 128
-#define W2_BK 32
-#define W2_LDA (W2_BK + 8)          // 40 bf16 = 80 bytes a row
-#define W2_LDB (W2_BN + 8)          // 136 bf16 = 272 bytes a row
+constexpr int W2_BM = 128;
+constexpr int W2_BN = 128;
+constexpr int W2_BK = 32;
+constexpr int W2_LDA = W2_BK + 8;   // 40 bf16 = 80 bytes a row
+constexpr int W2_LDB = W2_BN + 8;   // 136 bf16 = 272 bytes a row
 
 extern "C" __global__ void __launch_bounds__(256)
 tc_wmma_smem(const bf16* __restrict__ A, const bf16* __restrict__ B, float* __restrict__ C,
@@ -203,10 +203,10 @@ tc_wmma_smem(const bf16* __restrict__ A, const bf16* __restrict__ B, float* __re
 // The PTX rungs: a block of 4 warps (2 x 2) computes 128 x 128 of C, 32 of
 // K at a time; each warp owns 64 x 64 = 4 x 8 tiles of m16n8, 128 fp32
 // accumulators a thread.
-#define BM 128
-#define BN 128
-#define BK 32
-#define STAGES 3
+constexpr int BM = 128;
+constexpr int BN = 128;
+constexpr int BK = 32;
+constexpr int STAGES = 3;
 
 // Shared layouts, unpadded, in 16-byte chunks of 8 bf16, XOR-swizzled so
 // that ldmatrix (8 lanes give 8 row addresses of one 8 x 8 matrix, a

@@ -49,6 +49,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import from_bf16, to_bf16  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 # rung: (threads per block, rows of C per block, columns of C per block), as in tc_gemm.cu
@@ -76,19 +77,6 @@ BASELINE = "cuBLAS bf16 (torch.matmul)"
 U = 2.0**-24                        # float32 unit roundoff
 
 
-def to_bf16(x: np.ndarray) -> np.ndarray:
-    """float32 -> bfloat16 bit patterns (np.uint16), round to nearest, ties
-    to even: add 0x7FFF plus the lowest kept bit, keep the top 16 bits.
-    (Finite inputs only: a NaN could round to infinity.)"""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    return ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
-
-
-def from_bf16(h: np.ndarray) -> np.ndarray:
-    """bfloat16 bit patterns (np.uint16) -> float32, exactly."""
-    return (h.astype(np.uint32) << 16).view(np.float32)
-
-
 def reference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A @ B in float64 for bf16 bit patterns a, b (every bf16 value and every
     product of two is exact in float64), and |A| @ |B|, the size of the terms."""
@@ -111,11 +99,6 @@ def load_kernels() -> dict:
     return {name: module.get_function(name).prepare("PPPiii") for name in (*RUNGS, UNALIGNED)}
 
 
-def _overlaps(x, y) -> bool:
-    p, q = int(x.gpudata), int(y.gpudata)
-    return p < q + y.nbytes and q < p + x.nbytes
-
-
 # --8<-- [start:launch]
 def tc_gemm(kernels, name: str, a, b, c) -> None:
     """c = a @ b with the rung `name`. a: M x K and b: K x N bfloat16 bit
@@ -134,9 +117,7 @@ def tc_gemm(kernels, name: str, a, b, c) -> None:
                          f"dimensions must agree), got shape {tuple(b.shape)}")
     n = cb.check_size("b.shape[1] (N)", b.shape[1], high=MAX_DIM)
     cb.check_array("c", c, dtype=np.float32, shape=(m, n), on_device=True, alignment=align)
-    for other, x in (("a", a), ("b", b)):
-        if _overlaps(c, x):
-            raise ValueError(f"c: overlaps {other}; the product needs a separate output")
+    cb.check_separate("c", c, a=a, b=b)
     block, tile_m, tile_n = RUNGS[name]
     grid = (cb.ceil_div(n, tile_n), cb.ceil_div(m, tile_m), 1)   # x along N, y along M
     if grid[1] > MAX_GRID_Y:

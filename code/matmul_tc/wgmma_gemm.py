@@ -43,6 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import from_bf16, to_bf16  # noqa: E402
 from matmul_tc import tc_gemm  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
@@ -113,11 +114,6 @@ def tensor_map(address: int, rows: int, cols: int, box_rows: int, box_cols: int)
 # --8<-- [end:tensor_map]
 
 
-def _overlaps(x, y) -> bool:
-    p, q = int(x.gpudata), int(y.gpudata)
-    return p < q + y.nbytes and q < p + x.nbytes
-
-
 # --8<-- [start:launch]
 def wgmma_gemm(kernel, a, b, c) -> None:
     """c = a @ b: a M x K and b K x N bfloat16 bit patterns (np.uint16), c
@@ -136,9 +132,7 @@ def wgmma_gemm(kernel, a, b, c) -> None:
             raise ValueError(f"{name}: must be a multiple of 8 for TMA (each row on a 16-byte "
                              f"boundary), got {size:,}; tc_gemm.tc_gemm takes any shape")
     cb.check_array("c", c, dtype=np.uint16, shape=(m, n), on_device=True, alignment=16)
-    for other, x in (("a", a), ("b", b)):
-        if _overlaps(c, x):
-            raise ValueError(f"c: overlaps {other}; the product needs a separate output")
+    cb.check_separate("c", c, a=a, b=b)
     blocks = cb.ceil_div(m, BM) * cb.ceil_div(n, BN)
     if blocks > MAX_BLOCKS:
         raise ValueError(f"a, b: {blocks:,} tiles of {BM} x {BN}, more than the "
@@ -162,20 +156,25 @@ def label(m: int, n: int, k: int) -> str:
     return f"wgmma {m}x{n}x{k}"
 
 
-def check(kernel, a16, b16, a_gpu, b_gpu, c_gpu) -> None:
+def check(kernel, a16, b16, a_gpu, b_gpu, c_gpu) -> tuple[np.ndarray, float, np.ndarray]:
+    """Launch once into a poisoned C and check every element. Returns what
+    the check held C to, (ref, k, scale) for cb.compare, so that another
+    output of the same product (cuBLAS's) can be held to the same."""
     (m, k), n = a16.shape, b16.shape[1]
     ref, scale = tc_gemm.reference(a16, b16)
+    kb, s = bound(k, scale)
+    del scale                              # float64, M x N: freed before the compare
     cb.poison(c_gpu)                       # all-ones bytes: bf16 NaN
     wgmma_gemm(kernel, a_gpu, b_gpu, c_gpu)
-    kb, s = bound(k, scale)
-    cb.report_check(cb.compare(label(m, n, k), tc_gemm.from_bf16(c_gpu.get()), ref, k=kb, scale=s))
+    cb.report_check(cb.compare(label(m, n, k), from_bf16(c_gpu.get()), ref, k=kb, scale=s))
+    return ref, kb, s
 
 
 def check_shape(kernel, m: int, n: int, k: int, rng) -> None:
     from pycuda import gpuarray
 
     a, b = tc_gemm.random_pair(m, n, k, rng)
-    a16, b16 = tc_gemm.to_bf16(a), tc_gemm.to_bf16(b)
+    a16, b16 = to_bf16(a), to_bf16(b)
     check(kernel, a16, b16, gpuarray.to_gpu(a16), gpuarray.to_gpu(b16),
           gpuarray.empty((m, n), np.uint16))
 
@@ -186,17 +185,12 @@ def bench_shape(kernel, rungs, m: int, n: int, k: int, seed: int, budget_ms: flo
     from pycuda import gpuarray
 
     a, b = tc_gemm.random_pair(m, n, k, np.random.default_rng(seed))
-    a16, b16 = tc_gemm.to_bf16(a), tc_gemm.to_bf16(b)
+    a16, b16 = to_bf16(a), to_bf16(b)
     del a, b
     a_gpu, b_gpu = gpuarray.to_gpu(a16), gpuarray.to_gpu(b16)
     c_gpu = gpuarray.empty((m, n), np.uint16)
     shape = tc_gemm.tag(m, n, k)
-    ref, scale = tc_gemm.reference(a16, b16)
-    kb, s = bound(k, scale)
-    del scale
-    cb.poison(c_gpu)
-    wgmma_gemm(kernel, a_gpu, b_gpu, c_gpu)
-    cb.report_check(cb.compare(label(m, n, k), tc_gemm.from_bf16(c_gpu.get()), ref, k=kb, scale=s))
+    ref, kb, s = check(kernel, a16, b16, a_gpu, b_gpu, c_gpu)
     flops = 2 * m * n * k
     working_set = 2 * (m * k + k * n + m * n)
     times = {}
@@ -208,7 +202,7 @@ def bench_shape(kernel, rungs, m: int, n: int, k: int, seed: int, budget_ms: flo
         tb = torch.from_numpy(b16.view(np.int16)).cuda().view(torch.bfloat16)
         tc = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
         torch.matmul(ta, tb, out=tc)
-        got = tc_gemm.from_bf16(tc.view(torch.int16).cpu().numpy().view(np.uint16))
+        got = from_bf16(tc.view(torch.int16).cpu().numpy().view(np.uint16))
         cb.report_check(cb.compare(f"cuBLAS {m}x{n}x{k}", got, ref, k=kb, scale=s))
         del got
         times["cuBLAS"] = cb.bench(lambda: torch.matmul(ta, tb, out=tc),

@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
-from matmul_tc.tc_gemm import from_bf16  # noqa: E402
+from cudabook.bf16 import from_bf16  # noqa: E402
 from softmax_norm import _rows, layernorm  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")

@@ -32,8 +32,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import to_bf16  # noqa: E402
 from matmul_tc import tc_gemm  # noqa: E402
-from matmul_tc.tc_gemm import to_bf16  # noqa: E402
 from transformer import gpt2_block as gb  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")

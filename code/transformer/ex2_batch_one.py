@@ -35,7 +35,7 @@ BENCH_SHAPES = {"b8": (8, 1024, 768, 12), "b1": (1, 1024, 768, 12)}
 def product_grids(b, t, c, kind: str) -> dict:
     """Blocks each product launches: one per tile of its output, of the
     size the kind of product uses (gpt2_block.PRODUCTS)."""
-    m, (bm, bn) = b * t, gb.PRODUCTS[kind][1]
+    m, (bm, bn) = b * t, gb.PRODUCTS[kind].tile
     return {name: cb.ceil_div(n, bn) * cb.ceil_div(m, bm)
             for name, n in (("c_attn", 3 * c), ("c_proj", c), ("c_fc", 4 * c), ("c_proj2", c))}
 
@@ -53,12 +53,12 @@ def main(argv=None) -> int:
         for tag, shape in BENCH_SHAPES.items():
             facts.update(gb.time_block(k, shape, args.seed, args.budget_ms, compile=False,
                                        steps=tag == "b1", tag=f"{tag}_"))
-            slots = gb.PRODUCTS[k["products"]][2] * gpu.sm_count
+            slots = gb.PRODUCTS[k["products"]].blocks_per_sm * gpu.sm_count
             for name, blocks in product_grids(*shape[:3], k["products"]).items():
                 print(f"  {name:8s} {blocks:5,} blocks = {blocks / slots:5.2f} of the {slots} slots "
                       f"({k['products']} products)")
                 facts[f"{tag}_{name}_blocks"] = blocks
-        facts["slots"] = gb.PRODUCTS[k["products"]][2] * gpu.sm_count
+        facts["slots"] = gb.PRODUCTS[k["products"]].blocks_per_sm * gpu.sm_count
         cb.report_facts(**facts)
     return cb.finish()
 

@@ -165,25 +165,13 @@ GEMM_TAIL(gemm_qkv, EPI_QKV)
 // On Hopper (compiled for sm_90a), the same tails after chapter 12's
 // wgmma_gemm main loop: TMA, a producer warpgroup and two wgmma consumers,
 // 128 x 256 tiles. Both chapter 12 files name their tile sizes BM, BN,
-// BK and STAGES (tc_gemm.cu as macros), so wgmma_gemm.cu comes in with
-// those macros set aside and in a namespace of its own. Elsewhere
-// these kernels do not exist, and the host launches the ones above.
+// BK and STAGES, so wgmma_gemm.cu comes in a namespace of its own: inside
+// it, its constants hide tc_gemm.cu's. Elsewhere these kernels do not
+// exist, and the host launches the ones above.
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL
-#pragma push_macro("BM")
-#pragma push_macro("BN")
-#pragma push_macro("BK")
-#pragma push_macro("STAGES")
-#undef BM
-#undef BN
-#undef BK
-#undef STAGES
 namespace hopper {
 #include "../matmul_tc/wgmma_gemm.cu"
 }
-#pragma pop_macro("BM")
-#pragma pop_macro("BN")
-#pragma pop_macro("BK")
-#pragma pop_macro("STAGES")
 
 #define WGMMA_TAIL(NAME, EPI)                                                                 \
     extern "C" __global__ void __launch_bounds__(hopper::THREADS, 1) NAME(                    \

@@ -51,17 +51,29 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook.bf16 import from_bf16, to_bf16  # noqa: E402
 from attention import _ref, flash_bf16  # noqa: E402
 from matmul_tc import wgmma_gemm  # noqa: E402
-from matmul_tc.tc_gemm import bound_k, from_bf16, to_bf16  # noqa: E402
+from matmul_tc.tc_gemm import bound_k  # noqa: E402
 from softmax_norm import layernorm as ln  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
+
+
+class Product(NamedTuple):
+    """One kind of product: its kernels' names and the block each launches."""
+    prefix: str                   # kernel names: prefix + tail ("gemm_bias", "wgmma_gelu")
+    tile: tuple[int, int]         # rows, columns of C a block
+    blocks_per_sm: int            # blocks an SM holds at once
+    threads: int                  # threads a block
+
+
 #: (B, T, C, H): sequences, tokens, width, heads (D = C / H)
 SHAPES = [(1, 1, 64, 1), (2, 77, 128, 2), (1, 130, 192, 3), (1, 33, 256, 2), (2, 200, 768, 12)]
 SANITIZER_SHAPES = [(1, 1, 64, 1), (1, 70, 128, 2)]
@@ -69,10 +81,9 @@ BENCH_SHAPE = (8, 1024, 768, 12)              # GPT-2 small, batch 8, sequence 1
 #: chapter 16's variant for each head dimension
 ATTENTION = {64: "flash_d64_m2_n64", 128: "flash_d128_m2_n64"}
 TAILS = {"bias": "bias", "gelu": "gelu", "residual": "residual"}
-#: the two kinds of product: kernel name prefix, (rows, columns) of C a
-#: block, blocks an SM holds, threads a block
-PRODUCTS = {"mma": ("gemm_", (128, 128), 2, 128),                       # tc_gemm.cu's rung 4
-            "wgmma": ("wgmma_", (wgmma_gemm.BM, wgmma_gemm.BN), 1, wgmma_gemm.THREADS)}
+#: the two kinds of product
+PRODUCTS = {"mma": Product("gemm_", (128, 128), 2, 128),                # tc_gemm.cu's rung 4
+            "wgmma": Product("wgmma_", (wgmma_gemm.BM, wgmma_gemm.BN), 1, wgmma_gemm.THREADS)}
 HOPPER_ARCH = wgmma_gemm.ARCH
 TILE = 128                                    # rows of C a block, both kinds
 MAX_GRID_Y = 65_535
@@ -100,7 +111,7 @@ def load_kernels(products: str | None = None) -> dict:
     module = cb.compile(KERNEL_FILE, arch=HOPPER_ARCH if hopper else None)
     out = {"products": products or ("wgmma" if hopper else "mma")}
     for kind in (("mma", "wgmma") if hopper else ("mma",)):
-        prefix = PRODUCTS[kind][0]
+        prefix = PRODUCTS[kind].prefix
         for tail in (*TAILS.values(), "qkv"):
             f = module.get_function(prefix + tail)
             if kind == "wgmma":
@@ -113,25 +124,14 @@ def load_kernels(products: str | None = None) -> dict:
     return out
 
 
-def _overlaps(x, y) -> bool:
-    p, q = int(x.gpudata), int(y.gpudata)
-    return p < q + y.nbytes and q < p + x.nbytes
-
-
-def _check_separate(out_name: str, out, **inputs) -> None:
-    """The output must overlap no input: blocks write it while others still read."""
-    for name, x in inputs.items():
-        if x is not None and _overlaps(out, x):
-            raise ValueError(f"{out_name}: overlaps {name}; the launch needs a separate output")
-
-
 def _product(kernels, tail: str, a, w_t, bias, res, out, m: int, n: int, k: int, t: int,
              d: int) -> None:
     """Launch the product kind kernels["products"] names (rung 4 where the
     dict does not say) with the tail `tail` ("bias", "gelu", "residual",
     "qkv"); arguments already checked."""
     kind = kernels.get("products", "mma")
-    prefix, (bm, bn), _, threads = PRODUCTS[kind]
+    product = PRODUCTS[kind]
+    prefix, (bm, bn), threads = product.prefix, product.tile, product.threads
     args = (bias.gpudata, res.gpudata, out.gpudata,
             np.int32(m), np.int32(n), np.int32(k), np.int32(t), np.int32(d))
     if kind == "wgmma":                 # one block per 128 x 256 tile, in wgmma_gemm's order
@@ -173,7 +173,7 @@ def linear(kernels, tail: str, a, w_t, bias, out, res=None) -> None:
         cb.check_array("res", res, dtype=np.uint16, shape=(m, n), on_device=True, alignment=16)
     elif res is not None:
         raise ValueError(f"res: only the residual tail takes one (tail is {tail!r})")
-    _check_separate("out", out, a=a, w_t=w_t, bias=bias, res=res)
+    cb.check_separate("out", out, a=a, w_t=w_t, bias=bias, res=res)
     _product(kernels, TAILS[tail], a, w_t, bias, res if res is not None else out, out, m, n, k, 1, 8)
 
 
@@ -186,7 +186,7 @@ def linear_qkv(kernels, a, w_t, bias, qkv) -> None:
     if three != 3 or b * t != m or 3 * h * d != n or d % 8:
         raise ValueError(f"qkv: expected (3, B, H, T, D) with B T = {m:,}, 3 H D = {n:,} and "
                          f"D a multiple of 8, got shape {tuple(qkv.shape)}")
-    _check_separate("qkv", qkv, a=a, w_t=w_t, bias=bias)
+    cb.check_separate("qkv", qkv, a=a, w_t=w_t, bias=bias)
     _product(kernels, "qkv", a, w_t, bias, qkv, qkv, m, n, k, t, d)
 
 
@@ -198,7 +198,7 @@ def merge_heads(kernels, o, y) -> None:
         raise ValueError(f"o: merge_heads moves 8 elements at a time; D must be a multiple of 8, got {d}")
     cb.check_size("o.size", b * h * t * d)                  # the kernel's indices are int
     cb.check_array("y", y, dtype=np.uint16, shape=(b * t, h * d), on_device=True, alignment=16)
-    _check_separate("y", y, o=o)
+    cb.check_separate("y", y, o=o)
     n8 = b * h * t * d // 8
     kernels["merge_heads"].prepared_call((min(cb.ceil_div(n8, 256), 2**31 - 1), 1, 1), (256, 1, 1),
                                          o.gpudata, y.gpudata, np.int32(b), np.int32(h), np.int32(t),
@@ -454,7 +454,7 @@ def check_end_to_end(blk: Block, x64, params64, torch, label: str = "",
 
 def kinds(k) -> list[str]:
     """The kinds of product loaded in k, the one the launches use last."""
-    loaded = [kind for kind, spec in PRODUCTS.items() if spec[0] + "bias" in k]
+    loaded = [kind for kind, product in PRODUCTS.items() if product.prefix + "bias" in k]
     default = k.get("products", "mma")
     return [kind for kind in loaded if kind != default] + [default]
 
