@@ -175,3 +175,27 @@ def test_broken_listings_say_so_in_their_name(listing):
 def test_describes_itself(listing):
     """`--describe` (what the GPU suite asks first) works with no GPU."""
     assert not DESCRIPTIONS[listing.id]["error"], DESCRIPTIONS[listing.id]["error"]
+
+
+def test_times_cpu_finds_cpu_timings_through_imported_functions(tmp_path):
+    """A listing times CPU code when it calls time_cpu, or imports from
+    another listing a function that does (directly or through another of
+    that module's functions); importing that module's other functions does
+    not count. The suite runs such listings' timings alone (book_cli.verify)."""
+    from cudabook import listings
+
+    code = tmp_path / "code" / "ch"
+    code.mkdir(parents=True)
+    (code / "lib.py").write_text(
+        "import cudabook as cb\n"
+        "def timed(fn):\n    return cb.time_cpu(fn)\n"
+        "def sweep(fn):\n    return [timed(fn)]\n"
+        "def reference(x):\n    return x\n")
+    (code / "uses_sweep.py").write_text("from ch.lib import sweep\n")
+    (code / "uses_reference.py").write_text("from ch.lib import reference\n")
+    (code / "own.py").write_text("import cudabook as cb\ncb.time_cpu(print)\n")
+    (code / "plain.py").write_text("import numpy as np\n")
+    found = {lst.name: listings.times_cpu(lst) for lst in listings.discover(tmp_path)}
+    assert found == {"lib": True, "uses_sweep": True, "uses_reference": False, "own": True, "plain": False}
+    real = {lst.id for lst in LISTINGS if listings.times_cpu(lst)}
+    assert "why_gpus/gelu_cpu_vs_gpu" in real and "fusion/bias_gelu_residual" not in real

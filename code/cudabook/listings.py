@@ -201,6 +201,47 @@ def launches_kernels(listing: Listing) -> bool:
     return any(p.suffix in (".cu", ".cuh") for p in code_closure(listing))
 
 
+def _cpu_timers(py: Path) -> tuple[bool, set[str]]:
+    """(does the module's top level call time_cpu, which of its functions
+    do, directly or through another of its functions)."""
+    import ast
+
+    tree = ast.parse(py.read_text(), filename=str(py))
+
+    def names(node) -> set[str]:
+        return {n.attr if isinstance(n, ast.Attribute) else n.id
+                for n in ast.walk(node) if isinstance(n, (ast.Attribute, ast.Name))}
+
+    funcs = {n.name: names(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    timers = {f for f, used in funcs.items() if "time_cpu" in used}
+    while True:
+        more = {f for f, used in funcs.items() if used & timers} - timers
+        if not more:
+            break
+        timers |= more
+    top = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return any("time_cpu" in names(n) for n in top), timers
+
+
+def times_cpu(listing: Listing) -> bool:
+    """Does running the listing time CPU code: does its own code call
+    time_cpu, or a function it imports from another listing that does? All
+    the cores take part in such a timing, so the suite runs it when nothing
+    else is running at all."""
+    import ast
+
+    direct, own = _cpu_timers(listing.py)
+    if direct or own:
+        return True
+    for node in ast.walk(ast.parse(listing.py.read_text(), filename=str(listing.py))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            dep = _code_file(listing.root, listing.chapter, node.module)
+            if dep is not None and dep.suffix == ".py":
+                if {a.name for a in node.names} & _cpu_timers(dep)[1]:
+                    return True
+    return False
+
+
 def helper_modules(listing: Listing) -> list[Path]:
     """The modules of the helper package that run when the listing runs: the
     package's __init__ and everything it imports, and any module the
