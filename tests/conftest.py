@@ -27,7 +27,7 @@ LISTINGS = listings.discover()
 REQUIRE_GPU = os.environ.get("REQUIRE_GPU") == "1"
 
 # One staging folder per test run, shared by the pytest-xdist workers (they
-# inherit the environment) and by both passes of `cudabook verify` (which
+# inherit the environment) and by every pass of `cudabook verify` (which
 # names it), where every GPU test leaves what it saw. Made here, in the first
 # process to import this file, so that it exists before any worker starts;
 # likewise the run's token, which keys what once_per_run keeps there (verify

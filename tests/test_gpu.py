@@ -5,13 +5,15 @@ Run on a machine with an NVIDIA GPU and PyCUDA:
     REQUIRE_GPU=1 python -m cudabook verify            # everything
     REQUIRE_GPU=1 python -m cudabook verify --stale    # only what is not current
 
-`verify` runs pytest twice over one staging folder, each time on every
-core: first the checks, the sanitizer runs and most notebooks (-m "gpu and
-not timed"), then the tests that measure (-m "gpu and timed": benchmarks,
+`verify` runs pytest three times over one staging folder: on every core,
+first the checks, the sanitizer runs and most notebooks (-m "gpu and not
+timed"), then the tests that measure (-m "gpu and timed": benchmarks,
 listings that call cb.gpu_alone(), and the notebooks of their chapters),
-each timing with the GPU and the machine to itself (cudabook/lock.py). One
-pytest with everything mixed would make each timing wait for every long
-check running beside it.
+each timing with its GPU to itself, and the hardware measurements and CPU
+timings with every GPU (cudabook/lock.py); last, one at a time, the
+benchmarks that time CPU code (listings.times_cpu). One pytest with
+everything mixed would make each timing wait for every long check
+running beside it.
 
 Without a GPU each test is skipped with the reason; with REQUIRE_GPU=1 a
 missing GPU (or torch, for the baselines) is a failure. The session writes

@@ -191,11 +191,18 @@ def test_times_cpu_finds_cpu_timings_through_imported_functions(tmp_path):
         "def timed(fn):\n    return cb.time_cpu(fn)\n"
         "def sweep(fn):\n    return [timed(fn)]\n"
         "def reference(x):\n    return x\n")
-    (code / "uses_sweep.py").write_text("from ch.lib import sweep\n")
-    (code / "uses_reference.py").write_text("from ch.lib import reference\n")
+    (code / "uses_sweep.py").write_text("from ch.lib import sweep\ndef main():\n    return sweep(print)\n")
+    (code / "uses_reference.py").write_text("from ch.lib import reference\nreference(1)\n")
     (code / "own.py").write_text("import cudabook as cb\ncb.time_cpu(print)\n")
     (code / "plain.py").write_text("import numpy as np\n")
+    (code / "via_module.py").write_text("import ch.lib as lib\nlib.sweep(print)\n")
+    (code / "via_package.py").write_text("from ch import lib\nlib.sweep(print)\n")
+    (code / "two_hops.py").write_text("from ch.uses_sweep import sweep\ndef go():\n    return sweep(print)\n")
+    (code / "broken_syntax.py").write_text("def (:\n")
     found = {lst.name: listings.times_cpu(lst) for lst in listings.discover(tmp_path)}
-    assert found == {"lib": True, "uses_sweep": True, "uses_reference": False, "own": True, "plain": False}
+    assert found == {"lib": True, "uses_sweep": True, "uses_reference": False, "own": True, "plain": False,
+                     "via_module": True, "via_package": True, "two_hops": True, "broken_syntax": False}
     real = {lst.id for lst in LISTINGS if listings.times_cpu(lst)}
     assert "why_gpus/gelu_cpu_vs_gpu" in real and "fusion/bias_gelu_residual" not in real
+    # verify runs their timings alone through --bench: each must have one.
+    assert all(DESCRIPTIONS[i]["bench"] for i in real), [i for i in real if not DESCRIPTIONS[i]["bench"]]

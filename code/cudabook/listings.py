@@ -201,45 +201,63 @@ def launches_kernels(listing: Listing) -> bool:
     return any(p.suffix in (".cu", ".cuh") for p in code_closure(listing))
 
 
-def _cpu_timers(py: Path) -> tuple[bool, set[str]]:
-    """(does the module's top level call time_cpu, which of its functions
-    do, directly or through another of its functions)."""
+def _cpu_timers(py: Path, root: Path, stack: tuple = ()) -> tuple[set[str], bool]:
+    """(the names of a module under code/ that time CPU code, does the
+    module's own code time CPU code). A name times CPU code if it is a
+    function that uses time_cpu, or a timing function of another module of
+    the book's code (imported by name, or reached through its module), or
+    another such function of this module; or if it is such a function
+    imported from elsewhere. Read from the syntax trees, so a name that
+    happens to match counts too: it errs towards "times"."""
     import ast
 
-    tree = ast.parse(py.read_text(), filename=str(py))
+    if py in stack:
+        return set(), False
+    try:
+        tree = ast.parse(py.read_text(), filename=str(py))
+    except SyntaxError:
+        return set(), False
+    chapter, inner = py.parent.name, stack + (py,)
+    imported: set[str] = set()                      # timing names that came in by import
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            dep = _code_file(root, chapter, node.module)
+            if dep is not None:                     # from ch.module import f
+                got = _cpu_timers(dep, root, inner)[0]
+                imported |= {a.asname or a.name for a in node.names if a.name in got}
+            for a in node.names:                    # from ch import module; module.f(...)
+                sub = _code_file(root, chapter, f"{node.module}.{a.name}")
+                if sub is not None:
+                    imported |= _cpu_timers(sub, root, inner)[0]
+        elif isinstance(node, ast.Import):          # import ch.module [as m]; m.f(...)
+            for a in node.names:
+                dep = _code_file(root, chapter, a.name)
+                if dep is not None:
+                    imported |= _cpu_timers(dep, root, inner)[0]
 
     def names(node) -> set[str]:
         return {n.attr if isinstance(n, ast.Attribute) else n.id
                 for n in ast.walk(node) if isinstance(n, (ast.Attribute, ast.Name))}
 
     funcs = {n.name: names(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    timers = {f for f, used in funcs.items() if "time_cpu" in used}
+    known = imported | {"time_cpu"}
+    own: set[str] = set()
     while True:
-        more = {f for f, used in funcs.items() if used & timers} - timers
+        more = {f for f, used in funcs.items() if used & (known | own)} - own
         if not more:
             break
-        timers |= more
-    top = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return any("time_cpu" in names(n) for n in top), timers
+        own |= more
+    top = any(names(n) & (known | own) for n in tree.body
+              if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)))
+    return own | imported, bool(own) or top
 
 
 def times_cpu(listing: Listing) -> bool:
-    """Does running the listing time CPU code: does its own code call
-    time_cpu, or a function it imports from another listing that does? All
-    the cores take part in such a timing, so the suite runs it when nothing
-    else is running at all."""
-    import ast
-
-    direct, own = _cpu_timers(listing.py)
-    if direct or own:
-        return True
-    for node in ast.walk(ast.parse(listing.py.read_text(), filename=str(listing.py))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            dep = _code_file(listing.root, listing.chapter, node.module)
-            if dep is not None and dep.suffix == ".py":
-                if {a.name for a in node.names} & _cpu_timers(dep)[1]:
-                    return True
-    return False
+    """Does running the listing time CPU code: does its code use time_cpu,
+    or a function of another listing or helper that does? All the cores
+    take part in such a timing, so the suite runs it when nothing else is
+    running at all (book_cli.verify)."""
+    return _cpu_timers(listing.py, listing.root)[1]
 
 
 def helper_modules(listing: Listing) -> list[Path]:

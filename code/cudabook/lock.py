@@ -4,9 +4,11 @@ When the test suite runs listings side by side (`pytest -n 16`), it names a
 lock file in CUDABOOK_GPU_LOCK. A listing then holds the lock *shared* from
 `parse_args()` to `finish()`, and *alone* from the moment it times something
 (`bench`, `time_cpu`) or says it measures the hardware (`gpu_alone`) until
-`finish()`. An exclusive holder has the machine to itself: no
-other listing process is running, so neither the GPU nor the CPU cores are
-busy with anything else while it measures.
+`finish()`. An exclusive holder has its GPU to itself: no other listing
+process that uses that GPU is running. On a machine with one GPU that is
+every listing process, so neither the GPU nor the CPU cores are busy with
+another listing's work while it measures (work the lock cannot see still
+runs: a process starting up before it asks for the lock).
 
 On a machine with several GPUs the suite gives each GPU its own lock
 (CUDABOOK_GPU_LOCK names the listing's), so timings on different GPUs run
@@ -20,7 +22,9 @@ A waiting timer goes first: new processes queue behind it (a turnstile), so
 timing cannot starve while checks keep arriving. A process started by a
 holder (a listing that runs a failing case in a child process) is covered by
 its parent's hold and takes none itself: waiting for the lock while its
-parent waits for it would deadlock. Without CUDABOOK_GPU_LOCK
+parent waits for it would deadlock. (While a parent moves from its GPU's
+lock to every GPU's it holds nothing, so its children are not covered
+then; no listing of the book times while a child runs.) Without CUDABOOK_GPU_LOCK
 (a reader running a listing) all of this does nothing. Under
 compute-sanitizer (CUDABOOK_SANITIZER) nothing is measured, so the lock
 stays shared.

@@ -148,6 +148,7 @@ def main(argv=None) -> int:
         check_all(f"{name}: y = churn(x)", y_host, ref)
 
     if args.bench:
+        cb.gpu_alone()   # host copies: the machine's memory and PCIe, not only this GPU
         t_serial = cb.bench(lambda: serial(kernel, x_host, y_host, x_dev, y_dev), working_set_bytes=8 * n)
         t_over = cb.bench(lambda: overlapped(kernel, x_host, y_host, x_dev, y_dev, streams),
                           working_set_bytes=8 * n)
