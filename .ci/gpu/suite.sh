@@ -5,7 +5,16 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source .ci/gpu/env.sh
 pack() {
-  tar czf "$OUT/results.tgz" results chapters/*/*.ipynb
+  # Only the records and notebooks this run changed or added: unpacking
+  # them here can never put back an older record than the tree has (a
+  # call that starts from a tree without an earlier call's records would
+  # otherwise bring the old ones back).
+  if git rev-parse --git-dir >/dev/null 2>&1; then
+    git ls-files -z -m -o --exclude-standard -- results 'chapters/*/*.ipynb' |
+      tar czf "$OUT/results.tgz" --null --ignore-failed-read -T -
+  else
+    tar czf "$OUT/results.tgz" results chapters/*/*.ipynb
+  fi
   git status --short results chapters > "$OUT/changed.txt" 2>/dev/null || true
 }
 trap pack EXIT
