@@ -61,9 +61,10 @@ def setup(n: int, seed: int):
     from pycuda import gpuarray
 
     length = max((n - 1) * s + o + 1 for s, o in CONFIGS)
-    # Uniform floats: any distinct values check a copy, and at the suite's
-    # largest size (4 x 2^27 float2s) they take a fraction of the time of
-    # normal ones (a quarter, on the CPU this was written on).
+    # Uniform floats: a copy from the wrong element shows whatever the
+    # values' distribution, and at the suite's largest size (4 x 2^27
+    # float2s) they take a fraction of the time of normal ones (a quarter,
+    # on the CPU this was written on).
     host = np.random.default_rng(seed).random((length, 2), dtype=np.float32)
     return host, gpuarray.to_gpu(host), gpuarray.empty((n, 2), np.float32)
 
