@@ -565,3 +565,52 @@ def test_suite_places_workers_on_gpus():
 
     for lst in LISTINGS:
         assert (suite.min_gpus(lst.py.read_text()) == 2) == (lst.chapter == "multi_gpu"), lst.id
+
+
+def test_notebook_kernel_starts_under_the_lock_and_its_cells_lock_alone(tmp_path, monkeypatch):
+    """notebooks.execute holds the GPU shared while Jupyter and the kernel
+    start (their CPU work waits for any timing to end, as a listing's does),
+    lets go once the kernel is ready, and starts the kernel without the
+    owner mark, so that the listings its cells run take their own locks."""
+    import os
+
+    from cudabook import lock, notebooks
+
+    monkeypatch.setenv("CUDABOOK_GPU_LOCK", str(tmp_path / "gpu.lock"))
+    monkeypatch.delenv(lock.OWNER, raising=False)
+    seen = {}
+
+    class FakeClient:                      # nbclient's NotebookClient, as far as execute uses it
+        def __init__(self, nb, on_notebook_start, **kwargs):
+            self.nb, self.hook = nb, on_notebook_start
+
+        def execute(self):
+            seen["starting"] = (lock._state["mode"], os.environ.get(lock.OWNER))
+            self.hook(notebook=self.nb)    # the kernel is ready
+            seen["cells"] = lock._state["mode"]
+
+    monkeypatch.setattr("nbclient.NotebookClient", FakeClient)
+    nb = {"cells": [], "metadata": {"cudabook": {}}, "nbformat": 4, "nbformat_minor": 5}
+    out = notebooks.execute(nb, tmp_path)
+    assert seen == {"starting": ("shared", None), "cells": None}
+    assert lock._state["mode"] is None and "executed" in out["metadata"]["cudabook"]
+
+
+def test_notebook_execute_with_a_real_kernel(tmp_path, monkeypatch):
+    """The same with nbclient and ipykernel: the hook is called, the cell
+    runs, and the kernel does not see the executor as its lock's owner."""
+    pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    from cudabook import lock, notebooks
+
+    monkeypatch.setenv("CUDABOOK_GPU_LOCK", str(tmp_path / "gpu.lock"))
+    monkeypatch.delenv(lock.OWNER, raising=False)
+    cell = {"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
+            "source": f"import os\nprint('owner:', os.environ.get({lock.OWNER!r}))"}
+    nb = {"cells": [cell], "metadata": {"cudabook": {}, "kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                                       "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    out = notebooks.execute(nb, tmp_path, timeout=120)
+    text = out["cells"][0]["outputs"][0]["text"]
+    assert ("".join(text) if isinstance(text, list) else text) == "owner: None\n"
+    assert lock._state["mode"] is None

@@ -206,15 +206,31 @@ def out_of_date(chapter: str, root: Path = ROOT, describe=listings.describe) -> 
 def execute(nb: dict, cwd: Path, timeout: int = 600) -> dict:
     """Run the notebook in a real Jupyter kernel (nbclient + ipykernel), cell
     by cell, keeping the outputs. An error in any cell raises: a notebook
-    with an error is never stored."""
+    with an error is never stored.
+
+    In the GPU suite, starting Jupyter and the kernel (seconds of CPU work)
+    waits, as a listing does, until no timing is running, and holds the GPU
+    shared until the kernel is ready (cudabook/lock.py); the kernel's cells
+    then run listings that take locks of their own."""
+    import os
+
+    from . import lock
+
+    lock.shared()
+    os.environ.pop(lock.OWNER, None)     # the kernel is not covered by this hold: its listings lock
     try:
-        import nbformat
-        from nbclient import NotebookClient
-    except ImportError:
-        raise SystemExit("executing notebooks needs nbclient and ipykernel: pip install nbclient ipykernel") from None
-    node = nbformat.from_dict(nb)
-    NotebookClient(node, timeout=timeout, kernel_name="python3", allow_errors=False,
-                   resources={"metadata": {"path": str(cwd)}}).execute()
+        try:
+            import nbformat
+            from nbclient import NotebookClient
+        except ImportError:
+            raise SystemExit("executing notebooks needs nbclient and ipykernel: "
+                             "pip install nbclient ipykernel") from None
+        node = nbformat.from_dict(nb)
+        NotebookClient(node, timeout=timeout, kernel_name="python3", allow_errors=False,
+                       resources={"metadata": {"path": str(cwd)}},
+                       on_notebook_start=lambda **_: lock.release()).execute()
+    finally:
+        lock.release()
     out = json.loads(nbformat.writes(node))
     out["metadata"]["cudabook"]["executed"] = record.utc_now()
     return out
