@@ -296,7 +296,7 @@ def verify(args: list[str]) -> int:
     # Part I held the GPU for 60 s of a 144 s pass (H200, 2026-12-01).
     # A listing that times CPU code (time_cpu) comes last, alone: its timing
     # holds every GPU's lock, but processes the suite starts do work before
-    # they take any lock (Python's start-up, imports, a notebook's kernel), and
+    # they take any lock (Python's start-up and imports, pytest's workers), and
     # a call on every core waits for its slowest thread. In one run "Why GPUs"
     # recorded PyTorch's GELU of 65,537 elements at 6 ms; the run before, 0.03 ms.
     alone = [f"tests/test_gpu.py::test_benchmark[{lst.id}]"
