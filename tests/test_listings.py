@@ -177,6 +177,29 @@ def test_describes_itself(listing):
     assert not DESCRIPTIONS[listing.id]["error"], DESCRIPTIONS[listing.id]["error"]
 
 
+def test_times_host_follows_the_declaration_through_imports(tmp_path):
+    """A listing's timings are host-bound when it, or a listing it imports,
+    sets HOST_BOUND_TIMINGS = True at top level; False, a name inside a
+    function, or another name does not count. The suite runs them alone."""
+    from cudabook import listings
+
+    code = tmp_path / "code" / "ch"
+    code.mkdir(parents=True)
+    (code / "block.py").write_text("HOST_BOUND_TIMINGS = True\ndef run():\n    pass\n")
+    (code / "uses_block.py").write_text("from ch import block\nblock.run()\n")
+    (code / "uses_block_fn.py").write_text("from ch.block import run\nrun()\n")
+    (code / "says_false.py").write_text("HOST_BOUND_TIMINGS = False\n")
+    (code / "in_function.py").write_text("def f():\n    HOST_BOUND_TIMINGS = True\n")
+    (code / "other_name.py").write_text("HOST_BOUND = True\n")
+    found = {lst.name: listings.times_host(lst) for lst in listings.discover(tmp_path)}
+    assert found == {"block": True, "uses_block": True, "uses_block_fn": True, "says_false": False,
+                     "in_function": False, "other_name": False}
+    real = {lst.id for lst in LISTINGS if listings.times_host(lst)}
+    assert {"transformer/gpt2_block", "transformer/ex2_batch_one"} <= real
+    assert "attention/flash_bf16" not in real
+    assert all(DESCRIPTIONS[i]["bench"] for i in real), [i for i in real if not DESCRIPTIONS[i]["bench"]]
+
+
 def test_times_cpu_finds_cpu_timings_through_imported_functions(tmp_path):
     """A listing times CPU code when it calls time_cpu, or imports from
     another listing a function that does (directly or through another of
@@ -206,3 +229,25 @@ def test_times_cpu_finds_cpu_timings_through_imported_functions(tmp_path):
     assert "why_gpus/gelu_cpu_vs_gpu" in real and "fusion/bias_gelu_residual" not in real
     # verify runs their timings alone through --bench: each must have one.
     assert all(DESCRIPTIONS[i]["bench"] for i in real), [i for i in real if not DESCRIPTIONS[i]["bench"]]
+
+
+def test_verify_runs_cpu_and_host_bound_timings_last_and_alone(monkeypatch):
+    """verify's second pass leaves out the benchmarks that time CPU code or
+    host-bound GPU work; its third pass runs exactly those, on one worker."""
+    import subprocess
+
+    from cudabook import book_cli, listings
+
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, **kw: calls.append(cmd) or 0)
+    assert book_cli.verify(["--stale"]) == 0
+    first, second, third = calls
+    node = "tests/test_gpu.py::test_benchmark[{}]".format
+    alone = {node(lst.id) for lst in LISTINGS if listings.times_cpu(lst) or listings.times_host(lst)}
+    assert {node("why_gpus/gelu_cpu_vs_gpu"), node("transformer/gpt2_block"),
+            node("transformer/ex3_long_sequences")} <= alone
+    assert node("attention/flash_bf16") not in alone
+    deselected = {second[i + 1] for i, a in enumerate(second) if a == "--deselect"}
+    assert deselected == alone
+    assert third[third.index("-n") + 1] == "1" and alone <= set(third) and "--stale" in third
+    assert "--deselect" not in first and "--stale" in first

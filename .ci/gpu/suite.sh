@@ -5,18 +5,16 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source .ci/gpu/env.sh
 pack() {
-  # Only the records and notebooks this run changed or added: unpacking
-  # them here can never put back an older record than the tree has (a
-  # call that starts from a tree without an earlier call's records would
-  # otherwise bring the old ones back).
-  if git rev-parse --git-dir >/dev/null 2>&1; then
-    git ls-files -z -m -o --exclude-standard -- results 'chapters/*/*.ipynb' |
-      tar czf "$OUT/results.tgz" --null --ignore-failed-read -T -
-  else
-    tar czf "$OUT/results.tgz" results chapters/*/*.ipynb
-  fi
-  git status --short results chapters > "$OUT/changed.txt" 2>/dev/null || true
+  # Only the records and notebooks this run wrote: unpacking them here can
+  # never put back an older record than the tree has (a call that starts
+  # from a tree without an earlier call's records would otherwise bring the
+  # old ones back). Written since the mark, not changed since git's HEAD:
+  # the machine's copy of .git may name another commit than the tree's.
+  find results chapters -newer "$mark" -type f \( -name '*.json' -o -name '*.ipynb' \) -print0 |
+    tar czf "$OUT/results.tgz" --null -T -
+  tar tzf "$OUT/results.tgz" > "$OUT/changed.txt"
 }
+mark=$(mktemp)
 trap pack EXIT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 start=$(date +%s)

@@ -299,8 +299,11 @@ def verify(args: list[str]) -> int:
     # they take any lock (Python's start-up and imports, pytest's workers), and
     # a call on every core waits for its slowest thread. In one run "Why GPUs"
     # recorded PyTorch's GELU of 65,537 elements at 6 ms; the run before, 0.03 ms.
+    # So does a listing that times work the host issues op by op (an eager
+    # PyTorch module, listings.times_host): in one run the eager GPT-2 block
+    # took 0.50 ms in one process and 0.33 ms in two others, at one shape.
     alone = [f"tests/test_gpu.py::test_benchmark[{lst.id}]"
-             for lst in listings.discover() if listings.times_cpu(lst)]
+             for lst in listings.discover() if listings.times_cpu(lst) or listings.times_host(lst)]
     second = subprocess.call(base + ["-m", "gpu and timed", "-n", cores,
                                      *[a for node in alone for a in ("--deselect", node)], *args],
                              env=env, cwd=listings.ROOT)

@@ -260,6 +260,32 @@ def times_cpu(listing: Listing) -> bool:
     return _cpu_timers(listing.py, listing.root)[1]
 
 
+HOST_BOUND = "HOST_BOUND_TIMINGS"
+
+
+def _says_host_bound(py: Path) -> bool:
+    """Does the module set HOST_BOUND_TIMINGS = True at its top level?"""
+    import ast
+
+    try:
+        tree = ast.parse(py.read_text(), filename=str(py))
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is True
+               and any(isinstance(t, ast.Name) and t.id == HOST_BOUND for t in n.targets)
+               for n in tree.body)
+
+
+def times_host(listing: Listing) -> bool:
+    """Does the listing time GPU work whose speed is the host's? PyTorch's
+    eager modules issue each operation from Python, and on short work the
+    GPU then waits on the CPU: such a time moves with whatever else runs on
+    the CPU. A listing says so with HOST_BOUND_TIMINGS = True at its top
+    level, or in a listing it imports; the suite then runs its timings
+    alone, as it does CPU timings (book_cli.verify)."""
+    return any(_says_host_bound(f) for f in code_closure(listing) if f.suffix == ".py")
+
+
 def helper_modules(listing: Listing) -> list[Path]:
     """The modules of the helper package that run when the listing runs: the
     package's __init__ and everything it imports, and any module the
