@@ -177,27 +177,45 @@ def test_describes_itself(listing):
     assert not DESCRIPTIONS[listing.id]["error"], DESCRIPTIONS[listing.id]["error"]
 
 
+def _ask_scratch_chapter(tmp_path, files: dict[str, str], question) -> dict[str, bool]:
+    """question(listing) for each listing of a scratch chapter `ch` made of
+    `files` (name: Python source)."""
+    from cudabook import listings
+
+    code = tmp_path / "code" / "ch"
+    code.mkdir(parents=True)
+    for name, source in files.items():
+        (code / f"{name}.py").write_text(source)
+    return {lst.name: question(lst) for lst in listings.discover(tmp_path)}
+
+
+def _real_listings_where(question) -> set[str]:
+    """The book's listings for which question(listing) holds; verify runs
+    their timings alone through --bench, so each must have one."""
+    real = {lst.id for lst in LISTINGS if question(lst)}
+    assert all(DESCRIPTIONS[i]["bench"] for i in real), [i for i in real if not DESCRIPTIONS[i]["bench"]]
+    return real
+
+
 def test_times_host_follows_the_declaration_through_imports(tmp_path):
     """A listing's timings are host-bound when it, or a listing it imports,
     sets HOST_BOUND_TIMINGS = True at top level; False, a name inside a
     function, or another name does not count. The suite runs them alone."""
     from cudabook import listings
 
-    code = tmp_path / "code" / "ch"
-    code.mkdir(parents=True)
-    (code / "block.py").write_text("HOST_BOUND_TIMINGS = True\ndef run():\n    pass\n")
-    (code / "uses_block.py").write_text("from ch import block\nblock.run()\n")
-    (code / "uses_block_fn.py").write_text("from ch.block import run\nrun()\n")
-    (code / "says_false.py").write_text("HOST_BOUND_TIMINGS = False\n")
-    (code / "in_function.py").write_text("def f():\n    HOST_BOUND_TIMINGS = True\n")
-    (code / "other_name.py").write_text("HOST_BOUND = True\n")
-    found = {lst.name: listings.times_host(lst) for lst in listings.discover(tmp_path)}
+    found = _ask_scratch_chapter(tmp_path, {
+        "block": "HOST_BOUND_TIMINGS = True\ndef run():\n    pass\n",
+        "uses_block": "from ch import block\nblock.run()\n",
+        "uses_block_fn": "from ch.block import run\nrun()\n",
+        "says_false": "HOST_BOUND_TIMINGS = False\n",
+        "in_function": "def f():\n    HOST_BOUND_TIMINGS = True\n",
+        "other_name": "HOST_BOUND = True\n",
+    }, listings.times_host)
     assert found == {"block": True, "uses_block": True, "uses_block_fn": True, "says_false": False,
                      "in_function": False, "other_name": False}
-    real = {lst.id for lst in LISTINGS if listings.times_host(lst)}
+    real = _real_listings_where(listings.times_host)
     assert {"transformer/gpt2_block", "transformer/ex2_batch_one"} <= real
     assert "attention/flash_bf16" not in real
-    assert all(DESCRIPTIONS[i]["bench"] for i in real), [i for i in real if not DESCRIPTIONS[i]["bench"]]
 
 
 def test_times_cpu_finds_cpu_timings_through_imported_functions(tmp_path):
@@ -207,28 +225,24 @@ def test_times_cpu_finds_cpu_timings_through_imported_functions(tmp_path):
     not count. The suite runs such listings' timings alone (book_cli.verify)."""
     from cudabook import listings
 
-    code = tmp_path / "code" / "ch"
-    code.mkdir(parents=True)
-    (code / "lib.py").write_text(
-        "import cudabook as cb\n"
-        "def timed(fn):\n    return cb.time_cpu(fn)\n"
-        "def sweep(fn):\n    return [timed(fn)]\n"
-        "def reference(x):\n    return x\n")
-    (code / "uses_sweep.py").write_text("from ch.lib import sweep\ndef main():\n    return sweep(print)\n")
-    (code / "uses_reference.py").write_text("from ch.lib import reference\nreference(1)\n")
-    (code / "own.py").write_text("import cudabook as cb\ncb.time_cpu(print)\n")
-    (code / "plain.py").write_text("import numpy as np\n")
-    (code / "via_module.py").write_text("import ch.lib as lib\nlib.sweep(print)\n")
-    (code / "via_package.py").write_text("from ch import lib\nlib.sweep(print)\n")
-    (code / "two_hops.py").write_text("from ch.uses_sweep import sweep\ndef go():\n    return sweep(print)\n")
-    (code / "broken_syntax.py").write_text("def (:\n")
-    found = {lst.name: listings.times_cpu(lst) for lst in listings.discover(tmp_path)}
+    found = _ask_scratch_chapter(tmp_path, {
+        "lib": ("import cudabook as cb\n"
+                "def timed(fn):\n    return cb.time_cpu(fn)\n"
+                "def sweep(fn):\n    return [timed(fn)]\n"
+                "def reference(x):\n    return x\n"),
+        "uses_sweep": "from ch.lib import sweep\ndef main():\n    return sweep(print)\n",
+        "uses_reference": "from ch.lib import reference\nreference(1)\n",
+        "own": "import cudabook as cb\ncb.time_cpu(print)\n",
+        "plain": "import numpy as np\n",
+        "via_module": "import ch.lib as lib\nlib.sweep(print)\n",
+        "via_package": "from ch import lib\nlib.sweep(print)\n",
+        "two_hops": "from ch.uses_sweep import sweep\ndef go():\n    return sweep(print)\n",
+        "broken_syntax": "def (:\n",
+    }, listings.times_cpu)
     assert found == {"lib": True, "uses_sweep": True, "uses_reference": False, "own": True, "plain": False,
                      "via_module": True, "via_package": True, "two_hops": True, "broken_syntax": False}
-    real = {lst.id for lst in LISTINGS if listings.times_cpu(lst)}
+    real = _real_listings_where(listings.times_cpu)
     assert "why_gpus/gelu_cpu_vs_gpu" in real and "fusion/bias_gelu_residual" not in real
-    # verify runs their timings alone through --bench: each must have one.
-    assert all(DESCRIPTIONS[i]["bench"] for i in real), [i for i in real if not DESCRIPTIONS[i]["bench"]]
 
 
 def test_verify_runs_cpu_and_host_bound_timings_last_and_alone(monkeypatch):
