@@ -183,6 +183,24 @@ def _why_gpus_sweep_and_text(listing_id: str) -> tuple[list[dict], str]:
     return rec.facts()["sweep"], " ".join((ROOT / "chapters" / "why_gpus" / "index.md").read_text().split())
 
 
+@pytest.mark.parametrize("seq, words, low, high", [
+    (4096, "a little over half", 0.5, 0.6),
+    (256, "about seven tenths", 0.65, 0.75),
+])
+def test_attention_exercise_3_fractions_follow_the_record(seq, words, low, high):
+    """Attention's text puts exercise 3's kernel against SDPA's default in
+    words ("a little over half" at S = 4096, "about seven tenths" at 256);
+    a record whose ratio leaves the words' range fails here."""
+    rec = record.load(listings.find("attention/ex3_short_sequences"))
+    assert rec is not None, "attention/ex3_short_sequences has no record"
+    facts = rec.facts()
+    ratio = facts[f"tflops_s{seq}"] / facts[f"sdpa_default_tflops_s{seq}"]
+    text = " ".join((ROOT / "chapters" / "attention" / "index.md").read_text().split())
+    assert words in text, f"chapters/attention/index.md no longer says {words!r}; update this test"
+    assert low < ratio <= high, (f"at S = {seq} the kernel ran at {ratio:.2f} of SDPA's default in the record; "
+                                 f"chapters/attention/index.md says {words!r}")
+
+
 def test_why_gpus_exercise_1_says_whether_the_copies_ever_won():
     """Exercise 1's solution says the GPU with copies beat neither CPU version
     at any size, and only a record where that holds may say so: a new record

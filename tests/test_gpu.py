@@ -11,7 +11,8 @@ timed"), then the tests that measure (-m "gpu and timed": benchmarks,
 listings that call cb.gpu_alone(), and the notebooks of their chapters),
 each timing with its GPU to itself, and the hardware measurements and CPU
 timings with every GPU (cudabook/lock.py); last, one at a time, the
-benchmarks that time CPU code (listings.times_cpu). One pytest with
+benchmarks that time CPU code or host-bound GPU work (listings.times_cpu,
+listings.times_host). One pytest with
 everything mixed would make each timing wait for every long check
 running beside it.
 

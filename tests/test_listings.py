@@ -199,8 +199,9 @@ def _real_listings_where(question) -> set[str]:
 
 def test_times_host_follows_the_declaration_through_imports(tmp_path):
     """A listing's timings are host-bound when it, or a listing it imports,
-    sets HOST_BOUND_TIMINGS = True at top level; False, a name inside a
-    function, or another name does not count. The suite runs them alone."""
+    sets HOST_BOUND_TIMINGS = True at top level (annotated or not), unless
+    it says False itself; False, a name inside a function, or another name
+    does not count. The suite runs them alone."""
     from cudabook import listings
 
     found = _ask_scratch_chapter(tmp_path, {
@@ -210,9 +211,11 @@ def test_times_host_follows_the_declaration_through_imports(tmp_path):
         "says_false": "HOST_BOUND_TIMINGS = False\n",
         "in_function": "def f():\n    HOST_BOUND_TIMINGS = True\n",
         "other_name": "HOST_BOUND = True\n",
+        "annotated": "HOST_BOUND_TIMINGS: bool = True\n",
+        "opts_out": "from ch import block\nHOST_BOUND_TIMINGS = False\nblock.run()\n",
     }, listings.times_host)
     assert found == {"block": True, "uses_block": True, "uses_block_fn": True, "says_false": False,
-                     "in_function": False, "other_name": False}
+                     "in_function": False, "other_name": False, "annotated": True, "opts_out": False}
     real = _real_listings_where(listings.times_host)
     assert {"transformer/gpt2_block", "transformer/ex2_batch_one"} <= real
     assert "attention/flash_bf16" not in real
@@ -252,8 +255,11 @@ def test_verify_runs_cpu_and_host_bound_timings_last_and_alone(monkeypatch):
 
     from cudabook import book_cli, listings
 
+    import tempfile
+
     calls = []
     monkeypatch.setattr(subprocess, "call", lambda cmd, **kw: calls.append(cmd) or 0)
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: "/nonexistent/cudabook-staging")
     assert book_cli.verify(["--stale"]) == 0
     first, second, third = calls
     node = "tests/test_gpu.py::test_benchmark[{}]".format
@@ -263,5 +269,6 @@ def test_verify_runs_cpu_and_host_bound_timings_last_and_alone(monkeypatch):
     assert node("attention/flash_bf16") not in alone
     deselected = {second[i + 1] for i, a in enumerate(second) if a == "--deselect"}
     assert deselected == alone
-    assert third[third.index("-n") + 1] == "1" and alone <= set(third) and "--stale" in third
+    assert third[third.index("-n") + 1] == "1" and "--stale" in third
+    assert {a for a in third if a.startswith("tests/test_gpu.py::")} == alone
     assert "--deselect" not in first and "--stale" in first

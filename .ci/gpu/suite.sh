@@ -4,17 +4,24 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source .ci/gpu/env.sh
+records() {
+  find results chapters -type f \( -name '*.json' -o -name '*.ipynb' \) -print0 |
+    xargs -0 -r sha256sum | LC_ALL=C sort
+}
 pack() {
-  # Only the records and notebooks this run wrote: unpacking them here can
-  # never put back an older record than the tree has (a call that starts
-  # from a tree without an earlier call's records would otherwise bring the
-  # old ones back). Written since the mark, not changed since git's HEAD:
-  # the machine's copy of .git may name another commit than the tree's.
-  find results chapters -newer "$mark" -type f \( -name '*.json' -o -name '*.ipynb' \) -print0 |
+  # Only the records and notebooks this run wrote or changed: unpacking them
+  # here can never put back an older record than the tree has (a call that
+  # starts from a tree without an earlier call's records would otherwise
+  # bring the old ones back). Found by their content before and after the
+  # run, not by git (the machine's copy of .git may name another commit)
+  # nor by file times (a copied tree's times need not be this machine's).
+  records | LC_ALL=C comm -13 "$before" - | cut -c67- | tr '\n' '\0' |
     tar czf "$OUT/results.tgz" --null -T -
   tar tzf "$OUT/results.tgz" > "$OUT/changed.txt"
+  rm -f "$before"
 }
-mark=$(mktemp)
+before=$(mktemp)
+records > "$before"
 trap pack EXIT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 start=$(date +%s)

@@ -268,7 +268,8 @@ def compare_records(new_dir: str, band: float, facts: bool = False) -> int:
 def verify(args: list[str]) -> int:
     """The GPU suite in three passes over one staging folder (see tests/test_gpu.py):
     checks and sanitizer runs, then the timed tests, each on every core, then
-    the timings of CPU code, one at a time with nothing beside them.
+    the timings of CPU code and of host-bound GPU work (listings.times_cpu,
+    listings.times_host), one at a time with nothing beside them.
     Extra arguments (--stale, -k ...) go to every pass."""
     import os
     import tempfile

@@ -263,17 +263,22 @@ def times_cpu(listing: Listing) -> bool:
 HOST_BOUND = "HOST_BOUND_TIMINGS"
 
 
-def _says_host_bound(py: Path) -> bool:
-    """Does the module set HOST_BOUND_TIMINGS = True at its top level?"""
+def _host_bound_declaration(py: Path) -> bool | None:
+    """What the module sets HOST_BOUND_TIMINGS to at its top level (plain
+    or annotated), or None where it does not."""
     import ast
 
     try:
         tree = ast.parse(py.read_text(), filename=str(py))
     except SyntaxError:
-        return False
-    return any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is True
-               and any(isinstance(t, ast.Name) and t.id == HOST_BOUND for t in n.targets)
-               for n in tree.body)
+        return None
+    said = None
+    for n in tree.body:
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+        if (any(isinstance(t, ast.Name) and t.id == HOST_BOUND for t in targets)
+                and isinstance(n.value, ast.Constant) and isinstance(n.value.value, bool)):
+            said = n.value.value
+    return said
 
 
 def times_host(listing: Listing) -> bool:
@@ -281,9 +286,15 @@ def times_host(listing: Listing) -> bool:
     eager modules issue each operation from Python, and on short work the
     GPU then waits on the CPU: such a time moves with whatever else runs on
     the CPU. A listing says so with HOST_BOUND_TIMINGS = True at its top
-    level, or in a listing it imports; the suite then runs its timings
-    alone, as it does CPU timings (book_cli.verify)."""
-    return any(_says_host_bound(f) for f in code_closure(listing) if f.suffix == ".py")
+    level; one that imports such a listing inherits it, unless it says
+    HOST_BOUND_TIMINGS = False itself. The suite runs these timings alone,
+    as it does CPU timings (book_cli.verify)."""
+    own = {f for f in listing.files if f.suffix == ".py"}
+    for f in own:
+        said = _host_bound_declaration(f)
+        if said is not None:
+            return said
+    return any(_host_bound_declaration(f) for f in code_closure(listing) if f.suffix == ".py" and f not in own)
 
 
 def helper_modules(listing: Listing) -> list[Path]:
