@@ -175,12 +175,13 @@ def test_measured_numbers_come_from_records(page):
                        'not a measurement as <span class="cb-given">...</span> and say where it comes from.')
 
 
-def _why_gpus_sweep_and_text(listing_id: str) -> tuple[list[dict], str]:
-    """A 'Why GPUs' listing's recorded sweep (what the prose and the chart
-    read) and the chapter's text, its whitespace collapsed."""
+def _facts_and_chapter_text(listing_id: str) -> tuple[dict, str]:
+    """A listing's recorded facts (what the prose and the charts read) and
+    its chapter's text, its whitespace collapsed."""
     rec = record.load(listings.find(listing_id))
     assert rec is not None, f"{listing_id} has no record"
-    return rec.facts()["sweep"], " ".join((ROOT / "chapters" / "why_gpus" / "index.md").read_text().split())
+    chapter = listing_id.split("/")[0]
+    return rec.facts(), " ".join((ROOT / "chapters" / chapter / "index.md").read_text().split())
 
 
 @pytest.mark.parametrize("seq, words, low, high", [
@@ -191,11 +192,8 @@ def test_attention_exercise_3_fractions_follow_the_record(seq, words, low, high)
     """Attention's text puts exercise 3's kernel against SDPA's default in
     words ("a little over half" at S = 4096, "about seven tenths" at 256);
     a record whose ratio leaves the words' range fails here."""
-    rec = record.load(listings.find("attention/ex3_short_sequences"))
-    assert rec is not None, "attention/ex3_short_sequences has no record"
-    facts = rec.facts()
+    facts, text = _facts_and_chapter_text("attention/ex3_short_sequences")
     ratio = facts[f"tflops_s{seq}"] / facts[f"sdpa_default_tflops_s{seq}"]
-    text = " ".join((ROOT / "chapters" / "attention" / "index.md").read_text().split())
     assert words in text, f"chapters/attention/index.md no longer says {words!r}; update this test"
     assert low < ratio <= high, (f"at S = {seq} the kernel ran at {ratio:.2f} of SDPA's default in the record; "
                                  f"chapters/attention/index.md says {words!r}")
@@ -205,7 +203,8 @@ def test_why_gpus_exercise_1_says_whether_the_copies_ever_won():
     """Exercise 1's solution says the GPU with copies beat neither CPU version
     at any size, and only a record where that holds may say so: a new record
     in which the copies win somewhere fails here until the solution follows."""
-    sweep, text = _why_gpus_sweep_and_text("why_gpus/ex1_add_one_crossover")
+    facts, text = _facts_and_chapter_text("why_gpus/ex1_add_one_crossover")
+    sweep = facts["sweep"]
     won = {cpu: [r["n"] for r in sweep if r["gpu_with_copies_ms"] < r[f"{cpu}_ms"]]
            for cpu in ("numpy", "torch_cpu")}
     said = "the GPU beat neither NumPy on one core nor PyTorch on all the cores, at any size measured."
@@ -220,7 +219,8 @@ def test_why_gpus_prose_names_the_sizes_where_pytorch_stalled():
     """'Why GPUs' says at which sizes PyTorch's CPU time jumped, and that only
     there did the GPU with copies beat it. Those sizes come from the record,
     so a new record that moves them fails here until the paragraph follows."""
-    sweep, text = _why_gpus_sweep_and_text("why_gpus/gelu_cpu_vs_gpu")
+    facts, text = _facts_and_chapter_text("why_gpus/gelu_cpu_vs_gpu")
+    sweep = facts["sweep"]
     # A jump: more than twice the time of some larger size.
     jumps = [r["n"] for i, r in enumerate(sweep)
              if any(r["torch_cpu_ms"] > 2 * s["torch_cpu_ms"] for s in sweep[i + 1:])]
