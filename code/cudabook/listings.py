@@ -209,8 +209,6 @@ def _cpu_timers(py: Path, root: Path, stack: tuple = ()) -> tuple[set[str], bool
     another such function of this module; or if it is such a function
     imported from elsewhere. Read from the syntax trees, so a name that
     happens to match counts too: it errs towards "times"."""
-    import ast
-
     if py in stack:
         return set(), False
     try:
@@ -266,8 +264,6 @@ HOST_BOUND = "HOST_BOUND_TIMINGS"
 def _host_bound_declaration(py: Path) -> bool | None:
     """What the module sets HOST_BOUND_TIMINGS to at its top level (plain
     or annotated), or None where it does not."""
-    import ast
-
     try:
         tree = ast.parse(py.read_text(), filename=str(py))
     except SyntaxError:
