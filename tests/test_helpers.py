@@ -478,6 +478,7 @@ def test_per_gpu_locks_let_gpus_work_side_by_side(tmp_path):
     import os
     import subprocess
     import sys
+    import time
 
     script = tmp_path / "worker.py"
     script.write_text(
@@ -506,39 +507,41 @@ def test_per_gpu_locks_let_gpus_work_side_by_side(tmp_path):
         env.pop("CUDABOOK_GPU_LOCK_OWNER", None)
         return subprocess.Popen([sys.executable, str(script), name, str(log), *wait_for], env=env)
 
+    def logged(*marks, procs, why):
+        """Wait until the log holds every mark, while every process in procs runs."""
+        while not (log.exists() and set(marks) <= set(log.read_text().split())):
+            assert all(p.poll() is None for p in procs), why
+            time.sleep(0.005)
+
+    def finished(procs) -> list[str]:
+        """Wait for procs to exit 0; the log's events, in order."""
+        assert [p.wait(timeout=60) for p in procs] == [0] * len(procs)
+        return log.read_text().split()
+
     # Each timer lets go only when the other holds its GPU and the
     # two-GPU listing has asked for both.
     procs = [start("0", [a], "1+", "B?"), start("1", [b], "0+", "B?")]
-    while not (log.exists() and {"0+", "1+"} <= set(log.read_text().split())):
-        assert all(p.poll() is None for p in procs), "the one-GPU timers could not overlap"
-        __import__("time").sleep(0.005)
+    logged("0+", "1+", procs=procs, why="the one-GPU timers could not overlap")
     procs.append(start("B", [a, b]))
-    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
-    events = log.read_text().split()
+    events = finished(procs)
     assert events.index("B+") > max(events.index("0-"), events.index("1-")), events
 
     # The other way round: while the two-GPU listing times, a check that
     # wants GPU 1 (shared) waits for it.
     log.unlink()
     procs = [start("C", [a, b], "r?")]
-    while not (log.exists() and "C+" in log.read_text().split()):
-        assert procs[0].poll() is None
-        __import__("time").sleep(0.005)
+    logged("C+", procs=procs, why="the two-GPU timer stopped before it held both GPUs")
     procs.append(start("r", [b]))
-    assert [p.wait(timeout=60) for p in procs] == [0, 0]
-    events = log.read_text().split()
+    events = finished(procs)
     assert events.index("r+") > events.index("C-"), events
 
     # A CPU timing on GPU 0's worker (machine=True) waits for a check that
     # holds GPU 1 shared: the cores are the machine's.
     log.unlink()
     procs = [start("r", [b], "m?")]
-    while not (log.exists() and "r+" in log.read_text().split()):
-        assert procs[0].poll() is None
-        __import__("time").sleep(0.005)
+    logged("r+", procs=procs, why="the check stopped before it held GPU 1")
     procs.append(start("m", [a]))
-    assert [p.wait(timeout=60) for p in procs] == [0, 0]
-    events = log.read_text().split()
+    events = finished(procs)
     assert events.index("m+") > events.index("r-"), events
 
 
