@@ -237,3 +237,15 @@ def test_why_gpus_prose_names_the_sizes_where_pytorch_stalled():
     assert wanted in text and bool(jumps) != ("this record has no such jump" in text), (
         f"PyTorch's time jumped at {jumps or 'no size'} in the record; the chapter should say "
         f"{wanted!r}" + ("" if jumps else " and 'this record has no such jump'"))
+
+
+def test_roofline_corner_is_the_lowest_rung():
+    """The roofline chapter says the rung nearest the ridge point had 'the
+    lowest share of any rung': a record where another rung fell further
+    below its bound fails here until the sentence follows."""
+    facts, text = _facts_and_chapter_text("roofline/intensity_sweep")
+    said = "the lowest share of any rung"
+    assert said in text
+    assert facts["near_ridge_of_roof"] == facts["lowest_of_roof"], (
+        f"the lowest rung ({facts['lowest_of_roof']:.3f} of its bound) is not the one nearest the ridge "
+        f"({facts['near_ridge_of_roof']:.3f}); chapters/roofline/index.md says {said!r}")
