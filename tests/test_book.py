@@ -42,7 +42,12 @@ def test_every_chapter_is_in_the_nav():
 def test_every_listing_is_included_by_a_chapter(listing):
     wanted = {listing.rel(f) for f in listing.files}
     used = {inc.split(":")[0] for _, inc in _includes()}
-    assert wanted & used, f"no chapter includes {listing.id} (add --8<-- \"{listing.rel(listing.py)}:section\")"
+    kind, section = ("cuda", "kernel") if listing.cu is not None else ("python", "<section>")
+    shown = listing.rel(listing.cu) if listing.cu is not None else listing.rel(listing.py)
+    assert wanted & used, (
+        f"no chapter includes {listing.id}: add to chapters/{listing.chapter}/index.md\n"
+        f'```{kind} title="{shown}"\n--8<-- "{shown}:{section}"\n```\n'
+        f"(a section is marked in the file by --8<-- [start:<name>] and [end:<name>] comments)")
 
 
 @pytest.mark.parametrize("page,include", _includes(), ids=lambda x: str(x))

@@ -2,8 +2,13 @@
 # Here: gather what the GPU machine needs and cannot download (see README.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-for d in /.gpu/ /.whl/; do grep -qx "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude; done
-rm -rf .gpu && cp -r ../shared/gpu .gpu && chmod -R u+w .gpu
+[ -d ../shared/gpu ] || { echo "fetch.sh needs ../shared/gpu (the PyCUDA wheels and gpu-env.sh built for the project's GPU machine; maintainers have it)" >&2; exit 1; }
+exclude=$(git rev-parse --git-path info/exclude)     # .git may be a file (a worktree)
+mkdir -p "$(dirname "$exclude")"
+for d in /.gpu/ /.whl/; do grep -qx "$d" "$exclude" 2>/dev/null || echo "$d" >> "$exclude"; done
+rm -rf .gpu
+cp -r ../shared/gpu .gpu
+chmod -R u+w .gpu
 mkdir -p .whl
 python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_34_x86_64 --platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 \

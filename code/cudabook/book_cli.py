@@ -210,9 +210,21 @@ def new_listing(chapter: str, name: str, root=None) -> int:
 
     root = Path(root) if root else listings.ROOT
     for what, value in (("chapter", chapter), ("listing", name)):
-        if not value.isidentifier() or value.startswith("_") or value == listings.HELPER_PACKAGE:
+        if not value.isidentifier():
             print(f"{what} must be a Python identifier such as my_{what}, got {value!r}", file=sys.stderr)
             return 2
+        if value.startswith("_"):
+            print(f"{what} {value!r}: a name starting with _ is a helper file, not a listing", file=sys.stderr)
+            return 2
+        if value == listings.HELPER_PACKAGE:
+            print(f"{what} {value!r}: that name is the helper package's", file=sys.stderr)
+            return 2
+    if name.startswith("broken_"):
+        print(f"note: give {name}'s docstring the Expect: line a broken listing needs "
+              "(CONTRIBUTING.md, 'A deliberately broken listing')", file=sys.stderr)
+    elif re.match(r"ex\d+_", name):
+        print(f"note: start {name}'s docstring 'Solution to exercise N: ...' and mark the part the chapter "
+              "shows as a 'solution' section (CONTRIBUTING.md, 'Exercise solutions')", file=sys.stderr)
     code = root / "code" / chapter
     cu, py = code / f"{name}.cu", code / f"{name}.py"
     if cu.exists() or py.exists():
@@ -225,11 +237,19 @@ def new_listing(chapter: str, name: str, root=None) -> int:
     cu.write_text((templates / "listing.cu.tmpl").read_text().format(**fields))
     py.write_text((templates / "listing.py.tmpl").read_text().format(**fields))
     page = root / "chapters" / chapter / "index.md"
-    print(f"wrote {cu.relative_to(root)} and {py.relative_to(root)}")
+    if not Path.cwd().resolve().is_relative_to(root.resolve()):
+        print(f"note: wrote into {root}, the checkout this Python's cudabook comes from, not the "
+              f"folder you are in (install from your clone: pip install -e \".[dev]\")", file=sys.stderr)
+    print(f"wrote {cu.relative_to(root)} and {py.relative_to(root)} (in {root})")
     print(f"\npaste into {page.relative_to(root)}{'' if page.exists() else ' (create it, and add it to nav in mkdocs.yml)'}:\n")
     print(f'```cuda title="code/{chapter}/{name}.cu"\n--8<-- "code/{chapter}/{name}.cu:kernel"\n```\n')
     print(f'```python title="code/{chapter}/{name}.py"\n--8<-- "code/{chapter}/{name}.py:launch"\n```\n')
+    print(f"<!-- cudabook:output {chapter}/{name} bench -->\n")
+    print("check it on the CPU (CONTRIBUTING.md, step 4; its record's check fails until a GPU has run it):")
+    print(f'  python -m pytest -q tests/test_listings.py tests/test_compile.py tests/test_book.py tests/test_records.py '
+          f'-k "{name} or {chapter}" --deselect tests/test_book.py::test_site_builds_strict')
     print("then, on a GPU machine: REQUIRE_GPU=1 python -m cudabook verify --stale")
+    print(f"and commit code/{chapter}/{name}.*, results/{chapter}/{name}.json and chapters/{chapter}/{chapter}.ipynb")
     return 0
 
 
