@@ -42,8 +42,8 @@ def test_every_chapter_is_in_the_nav():
 def test_every_listing_is_included_by_a_chapter(listing):
     wanted = {listing.rel(f) for f in listing.files}
     used = {inc.split(":")[0] for _, inc in _includes()}
-    kind, section = ("cuda", "kernel") if listing.cu is not None else ("python", "<section>")
-    shown = listing.rel(listing.cu) if listing.cu is not None else listing.rel(listing.py)
+    shown, kind, section = ((listing.rel(listing.cu), "cuda", "kernel") if listing.cu is not None
+                            else (listing.rel(listing.py), "python", "<section>"))
     assert wanted & used, (
         f"no chapter includes {listing.id}: add to chapters/{listing.chapter}/index.md\n"
         f'```{kind} title="{shown}"\n--8<-- "{shown}:{section}"\n```\n'
@@ -250,7 +250,7 @@ def test_roofline_corner_is_the_lowest_rung():
     below its bound fails here until the sentence follows."""
     facts, text = _facts_and_chapter_text("roofline/intensity_sweep")
     said = "the lowest share of any rung"
-    assert said in text
+    assert said in text, f"chapters/roofline/index.md no longer says {said!r}; update this test"
     assert facts["near_ridge_of_roof"] == facts["lowest_of_roof"], (
         f"the lowest rung ({facts['lowest_of_roof']:.3f} of its bound) is not the one nearest the ridge "
         f"({facts['near_ridge_of_roof']:.3f}); chapters/roofline/index.md says {said!r}")
