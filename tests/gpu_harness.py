@@ -118,10 +118,16 @@ def sizes_outcome(listing: listings.Listing, out: Path, seeds: dict[int, int],
         f = out / name
         return f.read_text(errors="replace")[-limit:] if f.exists() else ""
 
+    none_started = not any((out / f"n{n}.started").exists() for n in seeds)
     for n, seed in seeds.items():
         how = f"python {listing.rel(listing.py)} --n {n} --seed {seed}"
         if not (out / f"n{n}.started").exists():
-            failures.append(f"{how}: not run, the process ended at an earlier size")
+            if none_started and not failures:    # it died before any size: say how, once
+                failures.append(f"{how}: not run, the process ended before its first size "
+                                f"(exit {r.returncode})\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+            else:
+                failures.append(f"{how}: not run, the process ended "
+                                + ("before its first size" if none_started else "at an earlier size"))
             continue
         stdout, stderr = text(f"n{n}.stdout", stdout_limit), text(f"n{n}.stderr", 4000)
         if not (out / f"n{n}.run.json").exists():

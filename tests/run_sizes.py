@@ -111,18 +111,25 @@ def main(argv: list[str]) -> int:
         (out / f"n{n}.started").touch()
         t0 = time.perf_counter()
         with _output_to(out / f"n{n}.stdout", out / f"n{n}.stderr"):
+            code, interrupted = 1, False
             try:
                 code = cb.run(lambda: module.main(args))
                 code = 0 if code is None else code
-                _after_size()
             except SystemExit as e:          # argparse's errors, or a listing's own exit
                 code = _exit_code(e)
             except KeyboardInterrupt:
+                interrupted = True
                 raise
             except BaseException:            # what would have ended the process: report it, go on
                 traceback.print_exc()
                 code = 1
             finally:
+                if not interrupted:
+                    try:                     # the size's kernels, however it ended, are its own
+                        _after_size()
+                    except BaseException:
+                        traceback.print_exc()
+                        code = code or 1
                 lock.release()               # finish() does, unless the size raised first
                 listing_cli._report.clear()
         run = {"returncode": code, "wall_s": time.perf_counter() - t0}

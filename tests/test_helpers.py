@@ -391,6 +391,20 @@ def main(argv=None):
         os.abort()
     if size.n == 11:
         raise cb.gpu.Unavailable("no GPU for eleven")
+    if size.n == 15:                 # a size that raises, leaving work whose error shows when waited for
+        import types
+
+        def synchronize():           # fails once, then the fake GPU is gone
+            cb.gpu._GPU = None
+            del sys.modules["pycuda"], sys.modules["pycuda.driver"]
+            raise RuntimeError("the GPU's error, from size 15")
+
+        driver = types.ModuleType("pycuda.driver")
+        driver.Context = types.SimpleNamespace(synchronize=synchronize)
+        sys.modules["pycuda"], sys.modules["pycuda.driver"] = types.ModuleType("pycuda"), driver
+        sys.modules["pycuda"].driver = driver
+        cb.gpu._GPU = "a context"
+        raise ValueError("size 15 raised")
     cb.report_check(cb.expect("n is odd", size.n % 2 == 1, f"n = {{size.n}}", n=size.n))
     return cb.finish()
 
@@ -400,13 +414,13 @@ if __name__ == "__main__":
 '''
 
 
-def _run_sizes(tmp_path, *pairs):
+def _run_sizes(tmp_path, *pairs, text=None):
     import subprocess
     import sys
 
     listing = tmp_path / "code" / "fake" / "odd.py"
     listing.parent.mkdir(parents=True)
-    listing.write_text(FAKE_LISTING.format(code=str(ROOT / "code")))
+    listing.write_text(text if text is not None else FAKE_LISTING.format(code=str(ROOT / "code")))
     out = tmp_path / "out"
     out.mkdir()
     env = dict(__import__("os").environ, CUDABOOK_GPU_LOCK=str(tmp_path / "gpu.lock"))
@@ -433,6 +447,12 @@ def test_run_sizes_runs_each_size_as_its_own_command_would(tmp_path):
         report = json.loads((out / f"n{n}.json").read_text())
         assert report["argv"] == ["--n", str(n), "--seed", str(seed)] and report["n"] == n
         assert report["passed"] and [c["n"] for c in report["checks"]] == [n]
+    # A size that raised is waited for too: the error of its work is its
+    # own, not the next size's.
+    (tmp_path / "sync").mkdir()
+    _, out, r = _run_sizes(tmp_path / "sync", "15:15", "1:11")
+    assert [json.loads((out / f"n{n}.run.json").read_text())["returncode"] for n in (15, 1)] == [1, 0]
+    assert "the GPU's error, from size 15" in (out / "n15.stderr").read_text()
 
 
 def test_sizes_outcome_fails_a_crash_a_late_exit_and_a_partial_skip(tmp_path):
@@ -441,10 +461,10 @@ def test_sizes_outcome_fails_a_crash_a_late_exit_and_a_partial_skip(tmp_path):
     prevented; an exit status after the last size fails the group."""
     from gpu_harness import sizes_outcome
 
-    def outcome(sub, *pairs):
+    def outcome(sub, *pairs, text=None):
         d = tmp_path / sub
         d.mkdir()
-        listing, out, r = _run_sizes(d, *pairs)
+        listing, out, r = _run_sizes(d, *pairs, text=text)
         fake = listings.Listing(chapter="fake", name="odd", root=d)
         assert fake.py == listing
         seeds = {int(p.split(":")[0]): int(p.split(":")[1]) for p in pairs}
@@ -466,6 +486,13 @@ def test_sizes_outcome_fails_a_crash_a_late_exit_and_a_partial_skip(tmp_path):
     assert skipped == ["SKIPPED: no GPU for eleven"] and "1 of 2 sizes were skipped" in failures[0]
     runs, failures, skipped = outcome("skip_all", "11:11")
     assert skipped and not failures and not runs
+    # A listing that cannot even be imported: its traceback, once, and the
+    # other sizes only named.
+    runs, failures, _ = outcome("no_import", "1:1", "3:3", text="raise ImportError('no such module here')\n")
+    assert not runs and len(failures) == 2
+    assert "--n 1 --seed 1: not run, the process ended before its first size (exit 1)" in failures[0]
+    assert "ImportError: no such module here" in failures[0]
+    assert failures[1].endswith("--n 3 --seed 3: not run, the process ended before its first size")
 
 
 def test_per_gpu_locks_let_gpus_work_side_by_side(tmp_path):
