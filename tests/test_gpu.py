@@ -43,7 +43,10 @@ pytestmark = pytest.mark.gpu
 WORKING = [lst for lst in LISTINGS if not DESCRIPTIONS[lst.id]["broken"]]
 BROKEN = [lst for lst in LISTINGS if DESCRIPTIONS[lst.id]["broken"]]
 SIZED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["sized"]]
-UNSIZED = [pytest.param(lst, marks=pytest.mark.timed) if "cb.gpu_alone()" in lst.py.read_text() else lst
+# Listings that call cb.gpu_alone(), read from their text (so also one that
+# does so only under --bench): their runs, and their chapters' notebooks, are timed.
+ALONE = [lst for lst in WORKING if "cb.gpu_alone()" in lst.py.read_text()]
+UNSIZED = [pytest.param(lst, marks=pytest.mark.timed) if lst in ALONE else lst
            for lst in WORKING if not DESCRIPTIONS[lst.id]["sized"]]
 KERNELS = [lst for lst in WORKING if listings.launches_kernels(lst)]
 BENCHED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["bench"]]
@@ -161,14 +164,10 @@ def test_broken_listing_is_caught(listing, gpu_environment):
     assert caught, f"compute-sanitizer --tool {tool} did not report {error!r} in {listing.id}:\n{text[-3000:]}"
 
 
-def _measures_hardware(chapter: str) -> bool:
-    """Does a listing of the chapter call cb.gpu_alone() (read from its text,
-    so also one that does so only under --bench, which a notebook does not
-    pass)? Then its notebook runs with the timed tests, else with the checks."""
-    return any("cb.gpu_alone()" in lst.py.read_text() for lst in WORKING if lst.chapter == chapter)
-
-
-CHAPTERS = [pytest.param(ch, marks=pytest.mark.timed) if _measures_hardware(ch) else ch
+# A chapter with such a listing runs its notebook with the timed tests (even
+# when the listing calls gpu_alone only under --bench, which a notebook does
+# not pass), the others with the checks.
+CHAPTERS = [pytest.param(ch, marks=pytest.mark.timed) if any(lst.chapter == ch for lst in ALONE) else ch
             for ch in sorted({lst.chapter for lst in LISTINGS})]
 
 
