@@ -218,7 +218,7 @@ def test_times_host_follows_the_declaration_through_imports(tmp_path):
                      "in_function": False, "other_name": False, "annotated": True, "opts_out": False}
     real = _real_listings_where(listings.times_host)
     assert {"transformer/gpt2_block", "transformer/ex2_batch_one"} <= real
-    assert "attention/flash_bf16" not in real
+    assert "attention/flash_bf16" not in real and "transformer/ex1_unfused_tail" not in real  # opts out
 
 
 def test_times_cpu_finds_cpu_timings_through_imported_functions(tmp_path):

@@ -40,6 +40,10 @@ KERNEL_FILE = Path(__file__).with_suffix(".cu")
 SHAPES = [(1, 64, 8), (33, 64, 40), (300, 128, 512)]          # M, K, N
 SANITIZER_SHAPES = SHAPES[:2]
 BENCH_SHAPE = (8 * 1024, 768, 3072)
+# gpt2_block's eager block waits on Python (its HOST_BOUND_TIMINGS), but
+# this listing uses only its products: PyTorch's baseline here is two large
+# operations, which the host issues far faster than the GPU runs them.
+HOST_BOUND_TIMINGS = False
 
 
 def load_kernels() -> dict:
