@@ -585,6 +585,9 @@ def test_suite_places_workers_on_gpus():
     assert suite.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
     assert suite.min_gpus("MIN_GPUS = 2\n") == 2
     assert suite.min_gpus("x = 1\ndef f():\n    MIN_GPUS = 4\n") == 1      # module level only
+    assert suite.min_gpus("MIN_GPUS: int = 3\n") == 3                    # annotated
+    assert suite.min_gpus("MIN_GPUS = 2\nMIN_GPUS = 4\n") == 4             # the last, as Python runs it
+    assert suite.module_constant("X: int\n", "X") is None                  # declared, never set
     with pytest.raises(ValueError):
         suite.min_gpus("MIN_GPUS = 0\n")
     assert suite.sanitize_children("SANITIZE_CHILDREN = True\n")

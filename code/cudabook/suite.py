@@ -87,18 +87,23 @@ def worker_gpu(worker: str | None, gpus: int) -> int:
     return number % gpus
 
 
-def _module_constant(source: str, name: str):
-    """The value of a module-level `NAME = <literal>`, or None."""
+def module_constant(source: str, name: str):
+    """The value of a module-level `NAME = <literal>` (or `NAME: T =
+    <literal>`), the last one where there are several, as when Python runs
+    the module; None where there is none. A value that is not a literal
+    raises ValueError, a source that is not Python SyntaxError."""
+    value = None
     for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
-                                                 for t in node.targets):
-            return ast.literal_eval(node.value)
-    return None
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else [])
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            value = ast.literal_eval(node.value)
+    return value
 
 
 def min_gpus(source: str) -> int:
     """The GPUs a listing needs: its module-level `MIN_GPUS = N`, else 1."""
-    value = _module_constant(source, "MIN_GPUS")
+    value = module_constant(source, "MIN_GPUS")
     if value is None:
         return 1
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -110,4 +115,4 @@ def sanitize_children(source: str) -> bool:
     """True if the listing declares `SANITIZE_CHILDREN = True`: its kernels
     run in processes it starts (one a GPU), so compute-sanitizer must trace
     those (--target-processes all), not only the listing's own process."""
-    return _module_constant(source, "SANITIZE_CHILDREN") is True
+    return module_constant(source, "SANITIZE_CHILDREN") is True
