@@ -176,11 +176,17 @@ def store(listing: listings.Listing, key: str, value: dict) -> None:
     writes its record at once, so a run cut short keeps what it finished."""
     d = staging() / listing.chapter / listing.name
     d.mkdir(parents=True, exist_ok=True)
-    (d / (key.replace(":", "__") + ".json")).write_text(json.dumps(value, default=str))
+    # Written whole, then renamed into place: a worker reading the staging
+    # folder meanwhile sees the file complete or not at all (it once read
+    # one half written, and a sanitizer run failed on the JSON).
+    name = key.replace(":", "__") + ".json"
+    part = d / f".{name}.{os.getpid()}.part"
+    part.write_text(json.dumps(value, default=str))
+    os.replace(part, d / name)
     with open(staging() / ".write.lock", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
-            got = staged().get(listing.id, {})
+            got = staged(listing).get(listing.id, {})
             if set(got) == required_runs(listing) and not (d / ".written").exists():
                 rec = record.build(listing, got, DESCRIPTIONS[listing.id])
                 path = results_root() / listing.chapter / f"{listing.name}.json"
@@ -191,9 +197,12 @@ def store(listing: listings.Listing, key: str, value: dict) -> None:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def staged() -> dict[str, dict]:
+def staged(listing: listings.Listing | None = None) -> dict[str, dict]:
+    """What the GPU tests have kept so far, by listing and run: every
+    listing's, or one listing's."""
     out: dict[str, dict] = {}
-    for f in staging().glob("*/*/*.json"):
+    where = f"{listing.chapter}/{listing.name}/*.json" if listing else "*/*/*.json"
+    for f in staging().glob(where):
         lid = f"{f.parent.parent.name}/{f.parent.name}"
         out.setdefault(lid, {})[f.stem.replace("__", ":")] = json.loads(f.read_text())
     return out

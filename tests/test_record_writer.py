@@ -85,3 +85,19 @@ def test_broken_listing_record(tmp_path, monkeypatch):
     rec = record.from_dict(json.loads((tmp_path / "results" / "demo" / "broken_oob.json").read_text()))
     assert rec.passed and rec.broken.tool == "memcheck" and "Invalid __global__ write" in rec.broken.report
     assert gpu_harness.staged()["demo/broken_oob"]["broken:memcheck"]["passed"]
+
+
+def test_another_listings_half_written_result_is_not_read(tmp_path, monkeypatch):
+    """Workers store side by side: a worker completing one listing's record
+    must not read another listing's findings, which may be half written
+    (a sanitizer test once failed on such a file's empty JSON). Each file
+    is written whole and renamed into place, leaving no partial file."""
+    monkeypatch.setenv("CUDABOOK_STAGING", str(tmp_path / "staging"))
+    monkeypatch.setenv("CUDABOOK_RESULTS", str(tmp_path / "results"))
+    other = tmp_path / "staging" / "why_gpus" / "gelu_cpu_vs_gpu"
+    other.mkdir(parents=True)
+    (other / "sanitizer__racecheck.json").write_text("")       # another worker, mid-write
+    listing = next(lst for lst in LISTINGS if lst.id == "first_kernel/add_one_per_thread")
+    _stage_all(listing)
+    assert (tmp_path / "results" / listing.chapter / f"{listing.name}.json").exists()
+    assert not list((tmp_path / "staging").rglob("*.part"))

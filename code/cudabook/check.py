@@ -22,11 +22,12 @@ import numpy as np
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
 #: Compare this many elements at a time, so big outputs need little extra
-#: memory; small enough (2 MB a float64 array) that the dozen passes over
-#: one chunk find it in the core's L2 cache: 1.7x as fast as 2M elements a
-#: chunk, for 2**27 elements on one thread of a 2-core development machine
-#: (2026-12-02).
-_CHUNK = 1 << 18
+#: memory. Not fewer: chunks of 2**18 (each in a core's L2) ran 1.7x as fast
+#: on one thread alone, but made the GPU suite's checks at n = 2**27 + 7
+#: 2.7x as slow (H200 machine, 16 listings at once, 2026-12-02), most likely
+#: because NumPy's loops got so short that a compare's threads spent their
+#: time waiting for Python's lock.
+_CHUNK = 1 << 21
 _THREADS = min(8, os.cpu_count() or 1)  # and on this many threads
 
 
