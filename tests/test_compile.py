@@ -109,3 +109,18 @@ def test_arch_marker_is_read_with_one_or_several_architectures(tmp_path):
     assert archs_of(L) == ["sm_90a"]
     L.cu.write_text("// no marker\n")
     assert archs_of(L) == ARCHS
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_timers_l2_flush_compiles(arch, nvcc, tmp_path):
+    """cudabook.bench reads a buffer to empty the L2 with a kernel of its
+    own, compiled at run time like the listings' kernels."""
+    from cudabook.bench import _FLUSH_SOURCE
+
+    cu = tmp_path / "flush.cu"
+    cu.write_text(_FLUSH_SOURCE)
+    r = subprocess.run(nvcc_command(cu, arch, tmp_path / "k.cubin", nvcc=nvcc), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, f"nvcc failed on bench's flush kernel:\n{r.stderr}"
+    info = parse_ptxas(r.stdout + r.stderr).get("cudabook_read_all")
+    assert info is not None and info.get("spill_stores", 0) == 0, r.stdout + r.stderr

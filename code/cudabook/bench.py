@@ -6,7 +6,7 @@ load, clocks ramping up). How many repetitions run is set by a time budget,
 as `triton.testing.do_bench` does: a short first estimate, then as many as
 fit in `budget_ms` (at least `min_reps`), so a 2 GB launch and a 2 KB one
 both cost about the same time to measure. When the working set would fit in
-L2, the L2 is flushed between repetitions by writing a buffer twice its size,
+L2, the L2 is flushed between repetitions by reading a buffer twice its size,
 outside the timed region, so we time device memory rather than the cache.
 
 Timing takes the GPU alone when a test suite shares it (see lock.py).
@@ -25,6 +25,24 @@ from . import lock
 #: Default time budget of one measurement, and its warm-up, in milliseconds.
 BUDGET_MS = 100.0
 WARMUP_MS = 20.0
+
+# The L2 is emptied of a kernel's data by *reading* a buffer twice its
+# size. Writing one (a memset, as many benchmark tools do) would leave the
+# L2 full of modified lines, and the timed kernel would pay for writing
+# them back to memory as its own data displaced them.
+_FLUSH_SOURCE = r"""
+extern "C" __global__ void cudabook_read_all(const int4* __restrict__ p, long long n, int* sink)
+{
+    int4 acc = make_int4(0, 0, 0, 0);
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int4 v = p[i];
+        acc.x ^= v.x; acc.y ^= v.y; acc.z ^= v.z; acc.w ^= v.w;
+    }
+    if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x7fffffff) *sink = 1;   // the loads must happen
+}
+"""
+_flush: dict = {}
 
 
 @dataclass
@@ -49,6 +67,26 @@ def _timing(ms: list[float], l2_flushed: bool) -> Timing:
     return Timing(median_ms=float(np.median(a)), p20_ms=float(np.percentile(a, 20)),
                   p80_ms=float(np.percentile(a, 80)), min_ms=float(a.min()), reps=int(a.size),
                   l2_flushed=l2_flushed)
+
+
+def _l2_flush(gpu) -> Callable[[], None]:
+    """A call that reads a buffer twice the L2's size (made once a process,
+    written once, so that its lines are clean from the second read on)."""
+    if "read" not in _flush:
+        import pycuda.driver as cuda
+
+        from .compile import compile_source
+
+        nbytes = 2 * gpu.l2_bytes
+        buf, sink = cuda.mem_alloc(nbytes), cuda.mem_alloc(4)
+        cuda.memset_d8(buf, 0, nbytes)
+        kernel = compile_source(_FLUSH_SOURCE, "cudabook.bench's L2 flush").get_function("cudabook_read_all")
+        kernel.prepare("PqP")
+        grid = (4 * gpu.sm_count, 1, 1)        # 2,048 threads an SM
+        _flush["read"] = lambda: kernel.prepared_call(grid, (512, 1, 1), buf, nbytes // 16, sink)
+        _flush["read"]()                       # writes the memset's lines back, untimed
+        _flush["keep"] = (buf, sink)
+    return _flush["read"]
 
 
 def warm_up(fn: Callable[[], None]) -> None:
@@ -78,16 +116,14 @@ def bench(fn: Callable[[], None], *, working_set_bytes: int, budget_ms: float = 
 
     gpu = init()
     warm_up(fn)
+    flush = _l2_flush(gpu) if working_set_bytes < 4 * gpu.l2_bytes else None
     lock.exclusive()
-    flush = None
-    if working_set_bytes < 4 * gpu.l2_bytes:
-        flush = cuda.mem_alloc(2 * gpu.l2_bytes)
 
     def timed(reps: int) -> list[float]:
         events = [(cuda.Event(), cuda.Event()) for _ in range(reps)]
         for start, end in events:
             if flush is not None:
-                cuda.memset_d8(flush, 0, 2 * gpu.l2_bytes)
+                flush()
             start.record()
             fn()
             end.record()

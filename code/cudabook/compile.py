@@ -35,6 +35,22 @@ def compile(cu_file: str | Path, arch: str | None = None):
     """
     from .gpu import _import_pycuda
 
+    _import_pycuda()                  # a missing GPU or PyCUDA is said first
+    init()
+    path = Path(cu_file).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"kernel file not found: {path}")
+    # The #line directive makes nvcc, compute-sanitizer and ncu name the real
+    # file (PyCUDA compiles a temporary copy).
+    return compile_source(f'#line 1 "{path}"\n' + path.read_text(), str(path), arch,
+                          include_dirs=[str(path.parent)])
+
+
+def compile_source(source: str, name: str, arch: str | None = None, include_dirs=()):
+    """compile() for CUDA source held in a string; `name` says what it is
+    in an error."""
+    from .gpu import _import_pycuda
+
     _import_pycuda()
     gpu = init()
     ensure_nvcc_on_path()
@@ -44,19 +60,13 @@ def compile(cu_file: str | Path, arch: str | None = None):
     cache = os.environ.get("PYCUDA_CACHE_DIR")
     if cache:  # PyCUDA creates only its default cache folder
         Path(cache).mkdir(parents=True, exist_ok=True)
-    path = Path(cu_file).resolve()
-    if not path.is_file():
-        raise FileNotFoundError(f"kernel file not found: {path}")
-    # The #line directive makes nvcc, compute-sanitizer and ncu name the real
-    # file (PyCUDA compiles a temporary copy).
-    source = f'#line 1 "{path}"\n' + path.read_text()
     try:
         return SourceModule(
             source,
             options=list(NVCC_FLAGS),
             arch=arch or gpu.arch,
             no_extern_c=True,
-            include_dirs=[str(path.parent)],
+            include_dirs=list(include_dirs),
         )
     except CompileError as e:
         log = (getattr(e, "stderr", None) or "").strip() or str(e)
@@ -65,7 +75,7 @@ def compile(cu_file: str | Path, arch: str | None = None):
                 f"this nvcc does not know {arch or gpu.arch} (the GPU's architecture): "
                 "install a newer CUDA toolkit"
             ) from None
-        raise KernelCompileError(f"nvcc could not compile {path}:\n{log}") from None
+        raise KernelCompileError(f"nvcc could not compile {name}:\n{log}") from None
     except FileNotFoundError as e:
         if Path(str(e.filename)).name == "nvcc":
             raise Unavailable(f"nvcc could not be run: {e}") from None
