@@ -1,7 +1,7 @@
 """Solution to exercise 1: where is the crossover for y = x + 1?
 
 The same sweep as gelu_cpu_vs_gpu.py (NumPy on one core, PyTorch on all
-cores, the GPU kernel alone, the GPU including both copies), for the
+cores but one, the GPU kernel alone, the GPU including both copies), for the
 cheapest elementwise function there is. The CPU does one addition per
 element, into an array allocated once (np.add(x, 1, out=y)), while the GPU
 with copies still moves 8 bytes per element over the link. Any CPU can add
