@@ -9,7 +9,7 @@ cuStreamSetAttribute(CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW) sets the
 window on a stream, for every kernel launched into it afterwards.
 
 The kernel is read_staircase's read_sum, one pass over the tensor. The
-timing helper flushes the L2 before every repetition (it writes a buffer
+timing helper flushes the L2 before every repetition (it reads a buffer
 twice the L2's size, outside the timed region): a large stream of other
 data passes through the L2 between two reads, the situation a window is
 for. A tensor half the set-aside's size is read with and without a window;
@@ -19,10 +19,12 @@ set-aside / window, as the Programming Guide advises.
 Run:    python code/caches/ex3_l2_window.py [--seed S] [--bench]
 Checks: the total equals passes x the tensor's sum modulo 2^32 (exact),
         with no window, with a window and with hitRatio 0.5; under --bench,
-        the window makes the small tensor's reads at least 10% faster (a
-        timing check).
+        the window makes the small tensor's reads faster beyond the spread
+        of the timings: the 80th percentile of its times with a window
+        below the 20th without (a timing check).
 Bench:  GB/s of one read of each tensor after the L2 has been flushed, in
-        each setting; the set-aside and window limits the device reports.
+        each setting, with the 20th and 80th percentiles of its times; the
+        set-aside and window limits the device reports.
 """
 
 import ctypes
@@ -194,7 +196,7 @@ def main(argv=None) -> int:
             facts = {"l2_bytes": gpu.l2_bytes, "most_persisting_bytes": most, "granted_bytes": granted,
                      "window_max_bytes": window_max, "small_bytes": small, "large_bytes": large,
                      "hit_ratio": ratio}
-            print("tensor          window                 GB/s")
+            print("tensor          window                 GB/s   time (us): p20  median     p80")
             for key, (name, hit) in cases.items():
                 x = tensors[name]
                 set_window(drv, stream)
@@ -204,13 +206,17 @@ def main(argv=None) -> int:
                 if not t.l2_flushed:
                     raise RuntimeError("cb.bench did not flush the L2 between reads: nothing streamed past")
                 facts[f"{key}_gbs"] = x.nbytes / (t.median_ms * 1e6)
+                facts[f"{key}_p20_us"], facts[f"{key}_p80_us"] = 1e3 * t.p20_ms, 1e3 * t.p80_ms
                 window = "none" if hit is None else f"hitRatio {hit:.2f}"
-                print(f"{name} {x.nbytes // MiB:4d} MiB   {window:20s} {facts[f'{key}_gbs']:7,.0f}")
+                print(f"{name} {x.nbytes // MiB:4d} MiB   {window:20s} {facts[f'{key}_gbs']:7,.0f}"
+                      f"             {1e3 * t.p20_ms:6.2f}  {1e3 * t.median_ms:6.2f}  {1e3 * t.p80_ms:6.2f}")
             for key in ("small_full", "large_full", "large_ratio"):
                 facts[f"{key}_gain"] = facts[f"{key}_gbs"] / facts[f"{key.split('_')[0]}_none_gbs"]
-            cb.report_check(cb.expect("the window speeds up the small tensor's reads",
-                                      facts["small_full_gain"] >= 1.1,
-                                      f"{facts['small_full_gain']:.2f} times the rate without it"), timing=True)
+            with_window, without = facts["small_full_p80_us"], facts["small_none_p20_us"]
+            cb.report_check(cb.expect("the window speeds up the small tensor's reads beyond the timings' spread",
+                                      with_window < without,
+                                      f"{facts['small_full_gain']:.2f} times the rate without it; 80th percentile "
+                                      f"with it {with_window:.2f} us, 20th without {without:.2f} us"), timing=True)
             cb.report_facts(**facts)
     finally:
         set_window(drv, stream)                                     # leave the L2 as we found it

@@ -124,8 +124,9 @@ extern "C" __global__ void transpose_swizzled(const float* __restrict__ x,
 // waits at the barrier. When both dimensions are multiples of 4 and both
 // arrays start on 16 bytes, every global access is a float4: a warp moves
 // 512 bytes per instruction, as 4 rows of 8 lanes x 16 bytes (each group
-// of 8 lanes covers one 128-byte line). Otherwise (3001 columns: no row
-// after the first starts on 16 bytes) the same tile moves scalars.
+// of 8 lanes covers one 128-byte line). Otherwise (3001 columns: not a
+// multiple of 4, so only every fourth row starts on 16 bytes) the same
+// tile moves scalars.
 #define WT 64            // tile edge of the wide rung
 #define WS (WT + 1)      // padded row length: row i starts in bank i % 32
 
