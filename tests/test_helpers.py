@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -639,11 +641,40 @@ def test_notebook_execute_with_a_real_kernel(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDABOOK_GPU_LOCK", str(tmp_path / "gpu.lock"))
     monkeypatch.delenv(lock.OWNER, raising=False)
     cell = {"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
-            "source": f"import os\nprint('owner:', os.environ.get({lock.OWNER!r}))"}
+            "source": f"import os\nprint('owner:', os.environ.get({lock.OWNER!r}))\nprint(os.getcwd())"}
     nb = {"cells": [cell], "metadata": {"cudabook": {}, "kernelspec": {"name": "python3", "display_name": "Python 3",
                                                                        "language": "python"}},
           "nbformat": 4, "nbformat_minor": 5}
     out = notebooks.execute(nb, tmp_path, timeout=120)
     text = out["cells"][0]["outputs"][0]["text"]
-    assert ("".join(text) if isinstance(text, list) else text) == "owner: None\n"
+    assert ("".join(text) if isinstance(text, list) else text) == f"owner: None\n{tmp_path}\n"
     assert lock._state["mode"] is None
+
+
+@pytest.mark.skipif(os.name != "posix", reason="Unix sockets: other systems keep Jupyter's TCP ports")
+def test_notebook_kernels_talk_over_sockets_of_their_own(tmp_path, monkeypatch):
+    """Each execute starts its kernel on Unix sockets in a fresh folder, not
+    on TCP ports: Jupyter picks a free port before the kernel binds it, so
+    two notebooks started at once could pick the same one (the GPU suite
+    saw a notebook fail with "ZMQError: Address already in use")."""
+    pytest.importorskip("nbclient")
+    from cudabook import lock, notebooks
+
+    monkeypatch.setenv("CUDABOOK_GPU_LOCK", str(tmp_path / "gpu.lock"))
+    seen = []
+
+    class FakeClient:
+        def __init__(self, nb, km, on_notebook_start, **kwargs):
+            seen.append((km.transport, km.ip))
+            self.hook = on_notebook_start
+
+        def execute(self):
+            self.hook()
+
+    monkeypatch.setattr("nbclient.NotebookClient", FakeClient)
+    nb = {"cells": [], "metadata": {"cudabook": {}}, "nbformat": 4, "nbformat_minor": 5}
+    notebooks.execute(nb, tmp_path)
+    notebooks.execute(nb, tmp_path)
+    assert [t for t, _ in seen] == ["ipc", "ipc"], seen
+    folders = [Path(ip).parent for _, ip in seen]
+    assert folders[0] != folders[1] and not any(f.exists() for f in folders), seen

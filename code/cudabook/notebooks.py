@@ -213,6 +213,7 @@ def execute(nb: dict, cwd: Path, timeout: int = 600) -> dict:
     shared until the kernel is ready (cudabook/lock.py); the kernel's cells
     then run listings that take locks of their own."""
     import os
+    import tempfile
 
     from . import lock
 
@@ -221,14 +222,22 @@ def execute(nb: dict, cwd: Path, timeout: int = 600) -> dict:
     try:
         try:
             import nbformat
+            from jupyter_client.manager import KernelManager
             from nbclient import NotebookClient
         except ImportError:
             raise SystemExit("executing notebooks needs nbclient and ipykernel: "
                              "pip install nbclient ipykernel") from None
         node = nbformat.from_dict(nb)
-        NotebookClient(node, timeout=timeout, kernel_name="python3", allow_errors=False,
-                       resources={"metadata": {"path": str(cwd)}},
-                       on_notebook_start=lambda **_: lock.release()).execute()
+        with tempfile.TemporaryDirectory(prefix="cudabook-kernel-") as sockets:
+            # The kernel and this process talk over Unix sockets in a folder of
+            # their own, not over TCP ports: Jupyter picks a free port before the
+            # kernel binds it, so two notebooks started at once can pick the same
+            # one (the GPU suite saw "ZMQError: Address already in use").
+            km = (KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "kernel"))
+                  if os.name == "posix" else KernelManager(kernel_name="python3"))
+            NotebookClient(node, km=km, timeout=timeout, kernel_name="python3", allow_errors=False,
+                           resources={"metadata": {"path": str(cwd)}},
+                           on_notebook_start=lambda **_: lock.release()).execute()
     finally:
         lock.release()
     out = json.loads(nbformat.writes(node))
