@@ -248,6 +248,33 @@ def test_why_gpus_prose_names_the_sizes_where_pytorch_stalled():
         f"{wanted!r}" + ("" if jumps else " and 'this record has no such jump'"))
 
 
+def test_reductions_says_which_sum_returned_the_nearest_float():
+    """The reductions chapter says, for the run in the record, whether
+    sum_one_pass and NumPy's np.sum returned the same float and which of them
+    the float nearest the exact sum (an error within u/2 = 2^-25 can only be
+    the nearest; within u, the nearest or its neighbour). The data are drawn
+    from each run's seed, so a new record can change the answer, and fails
+    here until the sentence follows."""
+    facts, text = _facts_and_chapter_text("reductions/sum_ladder")
+    pw, op = facts["rel_err"]["pairwise"], facts["rel_err"]["sum_one_pass"]
+    half, u = 2.0 ** -25, 2.0 ** -24
+    assert pw < u and op < u, (f"np.sum's error {pw:.3g} or sum_one_pass's {op:.3g} is not below u = 2^-24: "
+                               "chapters/reductions/index.md says both are")
+    if pw == op and pw <= half:
+        wanted = "In this run the two returned the same float, the one nearest to the sum."
+    elif pw <= half < op:
+        wanted = ("In this run NumPy returned the nearest float and `sum_one_pass` its neighbour, "
+                  "one unit in the last place away.")
+    elif op <= half < pw:
+        wanted = ("In this run `sum_one_pass` returned the nearest float and NumPy its neighbour, "
+                  "one unit in the last place away.")
+    else:
+        wanted = None
+    assert wanted is not None, (f"neither np.sum ({pw:.3g}) nor sum_one_pass ({op:.3g}) is within u/2 of the sum, "
+                                "or they differ and both are: rewrite the accuracy bullet of chapters/reductions/index.md")
+    assert wanted in text, f"chapters/reductions/index.md should say, for this record: {wanted!r}"
+
+
 def test_roofline_corner_is_the_lowest_rung():
     """The roofline chapter says the rung nearest the ridge point had 'the
     lowest share of any rung': a record where another rung fell further
