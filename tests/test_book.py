@@ -270,7 +270,9 @@ def test_reductions_says_which_sum_returned_the_nearest_float():
                   "and NumPy the other.")
     else:
         wanted = None
-    if wanted and pw != op:
+    assert wanted is not None, (f"neither np.sum ({pw:.3g}) nor sum_one_pass ({op:.3g}) is within u/2 of the sum, "
+                                "or they differ and both are: rewrite the accuracy bullet of chapters/reductions/index.md")
+    if pw != op:
         # Errors on either side of u/2 that add up to about u: the sum lay near
         # the midpoint, which the chapter says; elsewhere it must not.
         said = "The sum lay almost halfway between them"
@@ -278,8 +280,6 @@ def test_reductions_says_which_sum_returned_the_nearest_float():
         assert (said in text) == halfway, (
             f"np.sum's error {pw:.4g} and sum_one_pass's {op:.4g} against u/2 = {half:.4g}: "
             f"chapters/reductions/index.md should {'' if halfway else 'not '}say {said!r}")
-    assert wanted is not None, (f"neither np.sum ({pw:.3g}) nor sum_one_pass ({op:.3g}) is within u/2 of the sum, "
-                                "or they differ and both are: rewrite the accuracy bullet of chapters/reductions/index.md")
     assert wanted in text, f"chapters/reductions/index.md should say, for this record: {wanted!r}"
 
 

@@ -223,7 +223,7 @@ def test_gpu_lock_gives_timing_the_machine_alone(tmp_path):
         "    say('r+'); time.sleep(0.05); say('r-')\n"
         "lock.release()\n")
     log = tmp_path / "log"
-    env = dict(__import__("os").environ, CUDABOOK_GPU_LOCK=str(tmp_path / "gpu.lock"))
+    env = dict(os.environ, CUDABOOK_GPU_LOCK=str(tmp_path / "gpu.lock"))
     procs = [subprocess.Popen([sys.executable, str(script), f"{'w' if i % 3 == 0 else 'r'}{i}", str(log)], env=env)
              for i in range(9)]
     assert all(p.wait(timeout=60) == 0 for p in procs)
@@ -425,7 +425,7 @@ def _run_sizes(tmp_path, *pairs, text=None):
     listing.write_text(text if text is not None else FAKE_LISTING.format(code=str(ROOT / "code")))
     out = tmp_path / "out"
     out.mkdir()
-    env = dict(__import__("os").environ, CUDABOOK_GPU_LOCK=str(tmp_path / "gpu.lock"))
+    env = dict(os.environ, CUDABOOK_GPU_LOCK=str(tmp_path / "gpu.lock"))
     r = subprocess.run([sys.executable, str(ROOT / "tests" / "run_sizes.py"), str(listing), str(out), *pairs],
                        capture_output=True, text=True, cwd=ROOT, env=env)
     return listing, out, r
@@ -504,7 +504,6 @@ def test_per_gpu_locks_let_gpus_work_side_by_side(tmp_path):
     started while they hold them, starts only after both have let go, and
     while it times, a check on either GPU waits.
     Waits on the log, not on time."""
-    import os
     import subprocess
     import sys
     import time
@@ -607,8 +606,6 @@ def test_notebook_kernel_starts_under_the_lock_and_its_cells_lock_alone(tmp_path
     start (their CPU work waits for any timing to end, as a listing's does),
     lets go once the kernel is ready, and starts the kernel without the
     owner mark, so that the listings its cells run take their own locks."""
-    import os
-
     from cudabook import lock, notebooks
 
     monkeypatch.setenv("CUDABOOK_GPU_LOCK", str(tmp_path / "gpu.lock"))
