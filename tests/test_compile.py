@@ -124,3 +124,50 @@ def test_the_timers_l2_flush_compiles(arch, nvcc, tmp_path):
     assert r.returncode == 0, f"nvcc failed on bench's flush kernel:\n{r.stderr}"
     info = parse_ptxas(r.stdout + r.stderr).get("cudabook_read_all")
     assert info is not None and info.get("spill_stores", 0) == 0, r.stdout + r.stderr
+
+
+def _locked(path) -> bool:
+    """Does some open file description hold an flock on `path`?"""
+    import fcntl
+
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return False
+
+
+def test_a_source_is_compiled_and_loaded_under_its_own_lock(monkeypatch):
+    """PyCUDA writes a new cubin into its cache with a plain write, so two
+    listings compiling one kernel file at once could load half a cubin.
+    compile_source holds the source's lock around PyCUDA's compile and
+    load; another source's lock stays free."""
+    import importlib
+    import sys
+    import types
+
+    comp = importlib.import_module("cudabook.compile")   # the package's `compile` is the function
+    gpu = importlib.import_module("cudabook.gpu")
+
+    seen = []
+
+    def fake_module(source, options, arch, no_extern_c, include_dirs):
+        seen.append((_locked(comp.lock_path(source, arch)), _locked(comp.lock_path(source + "//", arch))))
+        return "module"
+
+    compiler = types.ModuleType("pycuda.compiler")
+    compiler.SourceModule = fake_module
+    driver = types.ModuleType("pycuda.driver")
+    driver.CompileError = type("CompileError", (Exception,), {})
+    monkeypatch.setitem(sys.modules, "pycuda", types.ModuleType("pycuda"))
+    monkeypatch.setitem(sys.modules, "pycuda.compiler", compiler)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
+    monkeypatch.setattr(gpu, "_import_pycuda", lambda: driver)
+    monkeypatch.setattr(comp, "init", lambda: types.SimpleNamespace(arch="sm_90"))
+    monkeypatch.setattr(comp, "ensure_nvcc_on_path", lambda: "nvcc")
+
+    assert comp.compile_source("__global__ void k() {}", "a test kernel") == "module"
+    assert seen == [(True, False)]
+    assert not _locked(comp.lock_path("__global__ void k() {}", "sm_90"))

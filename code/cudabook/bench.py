@@ -14,6 +14,7 @@ Timing takes the GPU alone when a test suite shares it (see lock.py).
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -42,7 +43,6 @@ extern "C" __global__ void cudabook_read_all(const int4* __restrict__ p, long lo
     if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x7fffffff) *sink = 1;   // the loads must happen
 }
 """
-_flush: dict = {}
 
 
 @dataclass
@@ -69,24 +69,27 @@ def _timing(ms: list[float], l2_flushed: bool) -> Timing:
                   l2_flushed=l2_flushed)
 
 
-def _l2_flush(gpu) -> Callable[[], None]:
+@functools.cache
+def _l2_flush(l2_bytes: int, sm_count: int) -> Callable[[], None]:
     """A call that reads a buffer twice the L2's size (made once a process,
-    written once, so that its lines are clean from the second read on)."""
-    if "read" not in _flush:
-        import pycuda.driver as cuda
+    written once, so that its lines are clean from the second read on; the
+    call holds the buffer)."""
+    import pycuda.driver as cuda
 
-        from .compile import compile_source
+    from .compile import compile_source
 
-        nbytes = 2 * gpu.l2_bytes
-        buf, sink = cuda.mem_alloc(nbytes), cuda.mem_alloc(4)
-        cuda.memset_d8(buf, 0, nbytes)
-        kernel = compile_source(_FLUSH_SOURCE, "cudabook.bench's L2 flush").get_function("cudabook_read_all")
-        kernel.prepare("PqP")
-        grid = (4 * gpu.sm_count, 1, 1)        # 2,048 threads an SM
-        _flush["read"] = lambda: kernel.prepared_call(grid, (512, 1, 1), buf, nbytes // 16, sink)
-        _flush["read"]()                       # writes the memset's lines back, untimed
-        _flush["keep"] = (buf, sink)
-    return _flush["read"]
+    nbytes = 2 * l2_bytes
+    buf, sink = cuda.mem_alloc(nbytes), cuda.mem_alloc(4)
+    cuda.memset_d8(buf, 0, nbytes)
+    kernel = compile_source(_FLUSH_SOURCE, "cudabook.bench's L2 flush").get_function("cudabook_read_all")
+    kernel.prepare("PqP")
+    grid = (4 * sm_count, 1, 1)                # 2,048 threads an SM
+
+    def flush() -> None:
+        kernel.prepared_call(grid, (512, 1, 1), buf, nbytes // 16, sink)
+
+    flush()                                    # writes the memset's lines back, untimed
+    return flush
 
 
 def warm_up(fn: Callable[[], None]) -> None:
@@ -116,7 +119,7 @@ def bench(fn: Callable[[], None], *, working_set_bytes: int, budget_ms: float = 
 
     gpu = init()
     warm_up(fn)
-    flush = _l2_flush(gpu) if working_set_bytes < 4 * gpu.l2_bytes else None
+    flush = _l2_flush(gpu.l2_bytes, gpu.sm_count) if working_set_bytes < 4 * gpu.l2_bytes else None
     lock.exclusive()
 
     def timed(reps: int) -> list[float]:

@@ -6,7 +6,10 @@ compile tests that run without a GPU, so what CI checks is what runs.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from .gpu import Unavailable, ensure_nvcc_on_path, init
@@ -60,19 +63,21 @@ def compile_source(source: str, name: str, arch: str | None = None, include_dirs
     cache = os.environ.get("PYCUDA_CACHE_DIR")
     if cache:  # PyCUDA creates only its default cache folder
         Path(cache).mkdir(parents=True, exist_ok=True)
+    arch = arch or gpu.arch
     try:
-        return SourceModule(
-            source,
-            options=list(NVCC_FLAGS),
-            arch=arch or gpu.arch,
-            no_extern_c=True,
-            include_dirs=list(include_dirs),
-        )
+        with one_at_a_time(source, arch):
+            return SourceModule(
+                source,
+                options=list(NVCC_FLAGS),
+                arch=arch,
+                no_extern_c=True,
+                include_dirs=list(include_dirs),
+            )
     except CompileError as e:
         log = (getattr(e, "stderr", None) or "").strip() or str(e)
         if "Unsupported gpu architecture" in log or "is not defined for option 'gpu-architecture'" in log:
             raise Unavailable(
-                f"this nvcc does not know {arch or gpu.arch} (the GPU's architecture): "
+                f"this nvcc does not know {arch} (the GPU's architecture): "
                 "install a newer CUDA toolkit"
             ) from None
         raise KernelCompileError(f"nvcc could not compile {name}:\n{log}") from None
@@ -80,3 +85,35 @@ def compile_source(source: str, name: str, arch: str | None = None, include_dirs
         if Path(str(e.filename)).name == "nvcc":
             raise Unavailable(f"nvcc could not be run: {e}") from None
         raise
+
+
+def lock_path(source: str, arch: str) -> Path:
+    """The lock file of one source compiled for one architecture (in a
+    folder of the temporary directory that belongs to this user)."""
+    key = hashlib.sha256("\0".join([source, arch, *NVCC_FLAGS]).encode()).hexdigest()[:24]
+    folder = Path(tempfile.gettempdir()) / f"cudabook-compile-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    folder.mkdir(exist_ok=True)
+    return folder / f"{key}.lock"
+
+
+@contextmanager
+def one_at_a_time(source: str, arch: str):
+    """Hold this source's compile lock: one process at a time compiles it,
+    or loads it from PyCUDA's cache. PyCUDA writes a new cubin into its
+    cache with a plain write, so a second process that found the file
+    while the first was still writing it loaded half a cubin, and failed
+    (seen in the GPU suite, with 16 listings sharing one kernel file). The
+    second process now waits, then finds the whole file. Different sources
+    do not wait for each other. Where there is no fcntl (Windows), nothing
+    is locked."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(lock_path(source, arch), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

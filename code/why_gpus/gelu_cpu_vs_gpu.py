@@ -18,7 +18,7 @@ Bench:  the size sweep, then the kernel's GB/s against the copy bandwidth
 """
 
 import sys
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -84,13 +84,15 @@ def torch_gelu(torch, x):
     return "F.gelu", lambda: torch.nn.functional.gelu(tx, approximate="tanh")
 
 
+@cache
 def leave_one_core(torch):
     """Give PyTorch's CPU work one thread fewer than its default, one per core.
     A parallel call returns when its last thread is done. With a thread on
     every core, any other busy process (the test runner, a driver thread)
     takes a core from one of them, and the whole call waits a scheduler
     slice: milliseconds, at sizes whose work takes microseconds. With one
-    core left free, no thread has to wait. Call once per process."""
+    core left free, no thread has to wait. (It acts once: a second call
+    changes nothing.)"""
     torch.set_num_threads(max(1, torch.get_num_threads() - 1))
 
 
