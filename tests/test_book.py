@@ -195,7 +195,7 @@ def _facts_and_chapter_text(listing_id: str) -> tuple[dict, str]:
 ])
 def test_attention_exercise_3_fractions_follow_the_record(seq, words, low, high):
     """Attention's text puts exercise 3's kernel against SDPA's default in
-    words ("a little over half" at S = 4096, "about two thirds" at 256);
+    words ("about three fifths" at S = 4096, "about two thirds" at 256);
     a record whose ratio leaves the words' range fails here."""
     facts, text = _facts_and_chapter_text("attention/ex3_short_sequences")
     ratio = facts[f"tflops_s{seq}"] / facts[f"sdpa_default_tflops_s{seq}"]
@@ -302,3 +302,41 @@ def test_roofline_corner_is_the_lowest_rung():
     assert facts["near_ridge_of_roof"] == facts["lowest_of_roof"], (
         f"the lowest rung ({facts['lowest_of_roof']:.3f} of its bound) is not the one nearest the ridge "
         f"({facts['near_ridge_of_roof']:.3f}); chapters/roofline/index.md says {said!r}")
+
+
+def test_caches_exercise_1_says_where_ldg_and_the_rolled_loop_were_level():
+    """Caches' exercise 1 says read_ldg and read_rolled were level from HBM
+    and that in the L1s read_ldg fell further behind: a record where either
+    stops holding fails here until the solution follows."""
+    facts, text = _facts_and_chapter_text("caches/ex1_read_only")
+    for said in ("From HBM the two were level", "In the L1s `read_ldg` fell further behind than `read_rolled`"):
+        assert said in text, f"chapters/caches/index.md no longer says {said!r}; update this test"
+    hbm = abs(facts["hbm_read_ldg_share"] - facts["hbm_read_rolled_share"])
+    assert hbm < 0.01, f"from HBM read_ldg and read_rolled differ by {hbm:.3f} of read_sum's rate, not level"
+    l1 = facts["l1_read_rolled_share"] - facts["l1_read_ldg_share"]
+    assert l1 > 0.01, f"in the L1s read_ldg is only {l1:.3f} of read_sum's rate behind read_rolled"
+
+
+def test_transformer_compares_its_three_runs_as_the_records_do():
+    """The transformer chapter says both blocks took about the same time in
+    the three runs that time them at B = 8, that the compiled block took
+    longer than the eager one and ours, and that the eager block took
+    longer at B = 1 than at B = 8. Records where one of these stops holding
+    fail here until the text follows."""
+    block, _ = _facts_and_chapter_text("transformer/gpt2_block")
+    one, _ = _facts_and_chapter_text("transformer/ex2_batch_one")
+    long, text = _facts_and_chapter_text("transformer/ex3_long_sequences")
+    said = {
+        "same": "Both blocks took about the same time in all three runs.",
+        "compiled": "took longer than the eager one there, and a little longer than ours.",
+        "b1": "The eager block even took longer at one sequence than the",
+    }
+    for words in said.values():
+        assert words in text, f"chapters/transformer/index.md no longer says {words!r}; update this test"
+    for who in ("ours", "eager"):
+        times = [block[f"{who}_ms"], one[f"b8_{who}_ms"], long[f"t1024_{who}_ms"]]
+        assert max(times) < 1.05 * min(times), f"{who}'s block at B = 8 took {times} ms in the three runs"
+    assert block["eager_ms"] < block["ours_ms"] < block["compile_ms"] < 1.1 * block["ours_ms"], (
+        f"eager {block['eager_ms']:.3f}, ours {block['ours_ms']:.3f}, compiled {block['compile_ms']:.3f} ms")
+    assert one["b1_eager_ms"] > one["b8_eager_ms"], (
+        f"the eager block took {one['b1_eager_ms']:.3f} ms at B = 1 and {one['b8_eager_ms']:.3f} at B = 8")
