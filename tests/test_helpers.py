@@ -155,6 +155,21 @@ def test_compare_does_not_depend_on_the_chunking(monkeypatch):
         cb.compare("x", out, bad)
 
 
+def test_compare_takes_a_float32_scale_or_a_number_as_the_float64_one():
+    """A scale in float32, or one number for every element, gives the same
+    check as the same values in float64 (each is widened exactly)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(10_001).astype(np.float32)
+    ref = np.tanh(x.astype(np.float64))
+    out = (ref * (1 + 4e-7 * rng.standard_normal(ref.size))).astype(np.float32)
+    wide = cb.compare("x", out, ref, k=2, scale=np.abs(x).astype(np.float64))
+    assert repr(cb.compare("x", out, ref, k=2, scale=np.abs(x))) == repr(wide)
+    assert not wide.passed and wide.outside > 0          # the test compares failures, worst elements too
+    one = cb.compare("x", out, ref, k=2, scale=0.5)
+    assert repr(cb.compare("x", out, ref, k=2, scale=np.full(ref.size, 0.5))) == repr(one)
+    assert [e.bound for e in one.worst] == [2 * 2**-24 * (abs(e.expected) + 0.5) for e in one.worst]
+
+
 def test_compare_bound_scales_with_k_and_scale():
     ref = np.array([1.0, 2.0])
     off = np.array([1.0, 2.0 * (1 + 3 * 2**-24)], dtype=np.float32)   # 3 units of roundoff off

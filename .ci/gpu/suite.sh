@@ -26,7 +26,11 @@ trap pack EXIT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 start=$(date +%s)
 timeout --signal=INT --kill-after=15 "${SUITE_TIMEOUT:-570}" \
-  bash .gpu/gpu-env.sh env REQUIRE_GPU=1 python3 -m cudabook verify "$@" 2>&1 | tee "$OUT/suite.log"
+  bash .gpu/gpu-env.sh env REQUIRE_GPU=1 python3 -m cudabook verify "$@" 2>&1 |
+  python3 -u -c 'import sys, time
+t0 = time.monotonic()
+for line in sys.stdin:   # each line with the seconds since the suite started: a timeline
+    sys.stdout.write(f"{time.monotonic() - t0:6.1f} {line}")' | tee "$OUT/suite.log"
 rc=${PIPESTATUS[0]}
 echo "suite: exit $rc after $(( $(date +%s) - start )) s" | tee -a "$OUT/suite.log"
 exit "$rc"
