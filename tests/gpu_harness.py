@@ -97,11 +97,12 @@ def _run(cmd: list[str], listing: listings.Listing, timeout: int,
 
 
 def run_sizes(listing: listings.Listing, out: Path, pairs: list[str],
-              timeout: int = 600) -> subprocess.CompletedProcess:
+              timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a listing at several sizes in one process (tests/run_sizes.py):
-    `pairs` are "<n>:<seed>"; each size's findings land in `out`."""
+    `pairs` are "<n>:<seed>"; each size's findings land in `out`. `env`:
+    variables to add to the process's environment."""
     return _run([sys.executable, str(ROOT / "tests" / "run_sizes.py"), str(listing.py), str(out), *pairs],
-                listing, timeout)
+                listing, timeout, env)
 
 
 def sizes_outcome(listing: listings.Listing, out: Path, seeds: dict[int, int],

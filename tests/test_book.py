@@ -272,8 +272,16 @@ def test_reductions_says_which_sum_returned_the_nearest_float():
     facts, text = _facts_and_chapter_text("reductions/sum_ladder")
     pw, op = facts["rel_err"]["pairwise"], facts["rel_err"]["sum_one_pass"]
     half, u = 2.0 ** -25, 2.0 ** -24
-    assert pw < u and op < u, (f"np.sum's error {pw:.3g} or sum_one_pass's {op:.3g} is not below u = 2^-24: "
-                               "chapters/reductions/index.md says both are")
+    if half < op < u < pw < 2 * u:
+        wanted = ("In this run neither was within \\(u/2\\). `sum_one_pass` was within \\(u\\), so it "
+                  "returned one of the two floats around the sum; NumPy's error was a little above \\(u\\).")
+        assert wanted in text, f"chapters/reductions/index.md should say, for this record: {wanted!r}"
+        return
+    assert pw < u and op < u, (f"np.sum's error {pw:.3g} or sum_one_pass's {op:.3g} is not below u = 2^-24, "
+                               "and no sentence of chapters/reductions/index.md says what it is: write one, "
+                               "and add it here")
+    said = "Both errors are below \\(u = 2^{-24}\\)."
+    assert said in text, f"chapters/reductions/index.md should say, for this record: {said!r}"
     if pw == op and pw <= half:
         wanted = "In this run the two returned the same float, the one nearest to the sum."
     elif pw <= half < op:
@@ -324,20 +332,44 @@ def test_caches_exercise_1_says_where_ldg_and_the_rolled_loop_were_level():
 
 def test_transformer_compares_its_three_runs_as_the_records_do():
     """The transformer chapter says both blocks took about the same time in
-    the three runs that time them at B = 8, that the compiled block took
-    longer than the eager one and ours, and that the eager block took
-    longer at B = 1 than at B = 8. Records where one of these stops holding
-    fail here until the text follows."""
+    the three runs that time them at B = 8, which of PyTorch's blocks was
+    the faster, how the eager block's time at B = 1 compares with its
+    steps' and with B = 8's, and how ours compared with it at each length
+    of exercise 3. Records where one of these stops holding fail here
+    until the text follows."""
     block, one = _facts("transformer/gpt2_block"), _facts("transformer/ex2_batch_one")
     long, text = _facts_and_chapter_text("transformer/ex3_long_sequences")
-    for words in ("Both blocks took about the same time in all three runs.",
-                  "took longer than the eager one there, and a little longer than ours.",
-                  "The eager block even took longer at one sequence than the"):
-        assert words in text, f"chapters/transformer/index.md no longer says {words!r}; update this test"
+    said = "Both blocks took about the same time in all three runs."
+    assert said in text, f"chapters/transformer/index.md no longer says {said!r}; update this test"
     for who in ("ours", "eager"):
         times = [block[f"{who}_ms"], one[f"b8_{who}_ms"], long[f"t1024_{who}_ms"]]
         assert max(times) < 1.05 * min(times), f"{who}'s block at B = 8 took {times} ms in the three runs"
-    assert block["eager_ms"] < block["ours_ms"] < block["compile_ms"] < 1.1 * block["ours_ms"], (
-        f"eager {block['eager_ms']:.3f}, ours {block['ours_ms']:.3f}, compiled {block['compile_ms']:.3f} ms")
-    assert one["b1_eager_ms"] > one["b8_eager_ms"], (
-        f"the eager block took {one['b1_eager_ms']:.3f} ms at B = 1 and {one['b8_eager_ms']:.3f} at B = 8")
+    compiled = {  # what the chapter may say of the compiled block, and whether the record bears it out
+        "took longer than the eager one there, and a little longer than ours.":
+            block["eager_ms"] < block["ours_ms"] < block["compile_ms"] < 1.1 * block["ours_ms"],
+        "was the faster of PyTorch's two there, and faster than ours.":
+            block["compile_ms"] < min(block["eager_ms"], block["ours_ms"]),
+    }
+    assert any(compiled.values()), (
+        f"eager {block['eager_ms']:.3f}, ours {block['ours_ms']:.3f}, compiled {block['compile_ms']:.3f} ms: "
+        "no sentence of chapters/transformer/index.md says this; write one, and add it here")
+    for words, true in compiled.items():
+        assert (f"The compiled block, timed only in the chapter's run, {words}" in text) == true, (
+            f"the chapter should {'' if true else 'not '}say the compiled block {words!r}")
+    steps = sum(v for k, v in one.items() if k.startswith("b1_torch_step_") and k.endswith("_ms"))
+    for words, true in (("The steps add up to less than half of the block's time.", steps < 0.5 * one["b1_eager_ms"]),
+                        ("it still took far more than an eighth of that time",
+                         one["b1_eager_ms"] > 3 * one["b8_eager_ms"] / 8)):
+        assert words in text and true, (
+            f"at B = 1 the eager block took {one['b1_eager_ms']:.3f} ms, its steps {steps:.3f} ms, and at "
+            f"B = 8 {one['b8_eager_ms']:.3f} ms: the chapter says {words!r}")
+    for t in (1024, 4096):
+        ratio = 1 / long[f"t{t}_of_eager"]
+        assert 1.35 < ratio < 1.65, (f"at T = {t} ours took {ratio:.2f} times the eager block's time; "
+                                     "the chapter says about one and a half")
+    steps256 = sum(v for k, v in long.items() if k.startswith("t256_torch_step_") and k.endswith("_ms"))
+    said = "At 256 the gap was smaller in this run"
+    host_bound = long["t256_eager_ms"] > steps256 and long["t256_of_eager"] > long["t1024_of_eager"]
+    assert (said in text) == host_bound, (
+        f"at T = 256 the eager block took {long['t256_eager_ms']:.3f} ms, its steps {steps256:.3f} ms, ours "
+        f"{long['t256_of_eager']:.2f} times its speed: the chapter should {'' if host_bound else 'not '}say {said!r}")

@@ -51,6 +51,17 @@ UNSIZED = [pytest.param(lst, marks=pytest.mark.timed) if lst in ALONE else lst
 KERNELS = [lst for lst in WORKING if listings.launches_kernels(lst)]
 BENCHED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["bench"]]
 STDOUT_LIMIT = 100_000
+#: The environment of the processes that check and time nothing: each size,
+#: each sanitizer run, the plain run of a listing that does not take the GPU
+#: alone. Starting and ending a CUDA context is serialised by the driver, and
+#: its cost grows with the hardware work queues the context opens (eight by
+#: default). On the H200 machine 16 processes started at once, each
+#: starting a context, were all done in 1.34 s with one queue each, against
+#: 3.18 s with eight (docs/assets/experiments/context_cost.txt). One queue only serialises
+#: work on different streams, which cannot change an answer; no timing runs
+#: in these processes (the listings that measure stream overlap do so only
+#: with --bench, in the timed pass, with the default).
+CHECKS_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
 
 def _gpu_index(listing):
@@ -60,14 +71,14 @@ def _gpu_index(listing):
     return int(index) if index is not None and index.isdigit() else index
 
 
-def _run_and_store(listing, key, tmp_path, *args):
+def _run_and_store(listing, key, tmp_path, *args, env=None):
     """Run a listing, keep what it reported, and fail on a non-zero exit."""
     assert not DESCRIPTIONS[listing.id]["error"], DESCRIPTIONS[listing.id]["error"]
     skip_if_too_few_gpus(gpus_needed(listing), listing.id)
     seed = secrets.randbelow(2**31)
     out = tmp_path / "result.json"
     t0 = time.perf_counter()
-    r = run_listing(listing, *args, "--seed", str(seed), "--json", str(out))
+    r = run_listing(listing, *args, "--seed", str(seed), "--json", str(out), env=env)
     wall = time.perf_counter() - t0
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())
@@ -96,7 +107,7 @@ def test_correct_at_sizes(listing, sizes, tmp_path, gpu_ready):
     assert not DESCRIPTIONS[listing.id]["error"], DESCRIPTIONS[listing.id]["error"]
     skip_if_too_few_gpus(gpus_needed(listing), listing.id)
     seeds = {n: secrets.randbelow(2**31) for n in sizes}
-    r = run_sizes(listing, tmp_path, [f"{n}:{seeds[n]}" for n in sizes])
+    r = run_sizes(listing, tmp_path, [f"{n}:{seeds[n]}" for n in sizes], env=CHECKS_ENV)
     runs, failures, skipped = sizes_outcome(listing, tmp_path, seeds, r, STDOUT_LIMIT)
     for run in runs:
         _store_run(listing, f"n={run['n']}", ["--n", str(run["n"])], seeds[run["n"]], run["report"],
@@ -108,7 +119,7 @@ def test_correct_at_sizes(listing, sizes, tmp_path, gpu_ready):
 
 @pytest.mark.parametrize("listing", UNSIZED, ids=lambda lst: lst.id)
 def test_runs(listing, tmp_path, gpu_ready):
-    _run_and_store(listing, "run", tmp_path)
+    _run_and_store(listing, "run", tmp_path, env=None if listing in ALONE else CHECKS_ENV)
 
 
 def _sanitize(listing, tool, print_limit):
@@ -129,7 +140,7 @@ def _sanitize(listing, tool, print_limit):
     if children:        # NCCL's own kernels are NCCL's to check (peer writes defeat initcheck)
         prefix += ["--kernel-name-exclude", "kns=nccl"]
     t0 = time.perf_counter()
-    r = run_listing(listing, *args, prefix=prefix, env={"CUDABOOK_SANITIZER": tool})
+    r = run_listing(listing, *args, prefix=prefix, env={"CUDABOOK_SANITIZER": tool, **CHECKS_ENV})
     if r.returncode == EXIT_SKIPPED:
         skip_or_fail(r.stderr.strip())
     return r, suite.SANITIZER_N if args else None, round(time.perf_counter() - t0, 2)

@@ -133,8 +133,8 @@ def test_compare_catches_one_element_in_a_hundred_million():
 
 
 def test_compare_does_not_depend_on_the_chunking(monkeypatch):
-    """Chunks run on several threads; the result, ties and worst elements
-    included, is the same as one pass over the whole array."""
+    """The result, ties and worst elements included, is the same whatever
+    the chunk size: chunks of 7 elements, of 1,000, and one chunk for all."""
     from cudabook import check
 
     rng = np.random.default_rng(7)
@@ -144,11 +144,12 @@ def test_compare_does_not_depend_on_the_chunking(monkeypatch):
     ref[11] = 0.0
     out[11] = 0.0                                          # 0/0: exact where the bound is 0
     whole, exact = cb.compare("x", out, ref, k=2), cb.compare("x", out[:5000], ref[:5000], k=0)
-    for chunk in (7, 1000, 4096):
+    for chunk in (7, 1000, 4096, 1 << 20):
         monkeypatch.setattr(check, "_CHUNK", chunk)
         assert repr(cb.compare("x", out, ref, k=2)) == repr(whole)   # repr: NaN != NaN
         assert repr(cb.compare("x", out[:5000], ref[:5000], k=0)) == repr(exact)
     assert [e.index for e in whole.worst] == [3, 20_000, 49_999] and whole.outside == 3
+    assert cb.compare("x", out, ref, k=2, show=0).worst == []
     bad = ref.copy()
     bad[9] = np.inf
     with pytest.raises(ValueError, match="reference has NaN or inf"):
@@ -168,6 +169,18 @@ def test_compare_takes_a_float32_scale_or_a_number_as_the_float64_one():
     one = cb.compare("x", out, ref, k=2, scale=0.5)
     assert repr(cb.compare("x", out, ref, k=2, scale=np.full(ref.size, 0.5))) == repr(one)
     assert [e.bound for e in one.worst] == [2 * 2**-24 * (abs(e.expected) + 0.5) for e in one.worst]
+
+
+def test_torch_is_not_started_under_compute_sanitizer(monkeypatch):
+    """Under the suite's sanitizer runs there are no library baselines, even
+    with REQUIRE_GPU=1 (which otherwise makes a missing torch an error)."""
+    monkeypatch.setenv("REQUIRE_GPU", "1")
+    monkeypatch.setenv("CUDABOOK_SANITIZER", "memcheck")
+    monkeypatch.setitem(__import__("sys").modules, "torch", None)   # importing it would fail
+    assert cb.torch_cuda() is None
+    monkeypatch.delenv("CUDABOOK_SANITIZER")
+    with pytest.raises(cb.Unavailable, match="torch"):
+        cb.torch_cuda()
 
 
 def test_compare_bound_scales_with_k_and_scale():

@@ -272,3 +272,27 @@ def test_verify_runs_cpu_and_host_bound_timings_last_and_alone(monkeypatch):
     assert third[third.index("-n") + 1] == "1" and "--stale" in third
     assert {a for a in third if a.startswith("tests/test_gpu.py::")} == alone
     assert "--deselect" not in first and "--stale" in first
+    # The first two passes collect only the files that hold GPU tests; the
+    # third names its tests, and no file besides.
+    files = [a for a in first if a.startswith("tests/") and "::" not in a]
+    assert "tests/test_gpu.py" in files and "tests/test_records.py" not in files
+    assert [a for a in second if a.startswith("tests/") and "::" not in a] == files
+    assert not [a for a in third if a.startswith("tests/") and "::" not in a]
+    assert all(f"no:{p}" in cmd for p in book_cli.UNUSED_PLUGINS for cmd in (first, second, third))
+
+
+def test_verify_collects_what_it_is_told_to(monkeypatch):
+    """Given a test file or node of its own, verify adds none of its own."""
+    import subprocess
+    import tempfile
+
+    from cudabook import book_cli
+
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, **kw: calls.append(cmd) or 0)
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: "/nonexistent/cudabook-staging")
+    node = "tests/test_gpu.py::test_runs[why_gpus/ex3_one_copy]"
+    assert book_cli.verify([node]) == 0
+    def collected(cmd):
+        return [a for i, a in enumerate(cmd) if a.startswith("tests/") and cmd[i - 1] != "--deselect"]
+    assert collected(calls[0]) == collected(calls[1]) == [node]

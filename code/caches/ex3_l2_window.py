@@ -209,7 +209,8 @@ def main(argv=None) -> int:
                 facts[f"{key}_p20_us"], facts[f"{key}_p80_us"] = 1e3 * t.p20_ms, 1e3 * t.p80_ms
                 window = "none" if hit is None else f"hitRatio {hit:.2f}"
                 print(f"{name} {x.nbytes // MiB:4d} MiB   {window:20s} {facts[f'{key}_gbs']:7,.0f}"
-                      f"             {1e3 * t.p20_ms:6.2f}  {1e3 * t.median_ms:6.2f}  {1e3 * t.p80_ms:6.2f}")
+                      f"             {facts[f'{key}_p20_us']:6.2f}  {1e3 * t.median_ms:6.2f}"
+                      f"  {facts[f'{key}_p80_us']:6.2f}")
             for key in ("small_full", "large_full", "large_ratio"):
                 facts[f"{key}_gain"] = facts[f"{key}_gbs"] / facts[f"{key.split('_')[0]}_none_gbs"]
             with_window, without = facts["small_full_p80_us"], facts["small_none_p20_us"]

@@ -180,11 +180,18 @@ def torch_cuda():
     """The torch module if it is installed and sees the GPU, else None.
     Used for library baselines: what a user would call instead. Under the
     book's GPU suite (REQUIRE_GPU=1) a missing torch is an error, so a
-    same-run comparison is never silently dropped."""
+    same-run comparison is never silently dropped.
+
+    Under compute-sanitizer (CUDABOOK_SANITIZER) it is None: that run
+    watches the book's kernels, not PyTorch's, and starting PyTorch's CUDA
+    under the sanitizer takes seconds; the same listing runs with its
+    baselines at every other size."""
     import os
 
     from .gpu import Unavailable
 
+    if os.environ.get("CUDABOOK_SANITIZER"):
+        return None
     try:
         import torch
     except ImportError:

@@ -285,6 +285,10 @@ def compare_records(new_dir: str, band: float, facts: bool = False) -> int:
     return 1 if bad or not seen else 0
 
 
+#: pytest plugins found in GPU images that the GPU suite does not use.
+UNUSED_PLUGINS = ("benchmark", "cov", "jaxtyping", "anyio", "hypothesispytest")
+
+
 def verify(args: list[str]) -> int:
     """The GPU suite in three passes over one staging folder (see tests/test_gpu.py):
     checks and sanitizer runs, then the timed tests, each on every core, then
@@ -308,7 +312,14 @@ def verify(args: list[str]) -> int:
     # worker, so that the longest are spread over the workers, not queued
     # on the first one in a batch.
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--maxschedchunk=1"]
-    first = subprocess.call(base + ["-m", "gpu and not timed", "-n", cores, *args], env=env, cwd=listings.ROOT)
+    # Only the files that hold GPU tests are collected, and pytest plugins the
+    # suite does not use are not loaded (a GPU image may have many): each
+    # pass's sixteen workers each start pytest and collect.
+    base += [a for p in UNUSED_PLUGINS for a in ("-p", f"no:{p}")]
+    named = any(a.startswith("tests") or a.endswith(".py") or "::" in a for a in args if not a.startswith("-"))
+    files = [] if named else sorted(f"tests/{f.name}" for f in (listings.ROOT / "tests").glob("test_gpu*.py"))
+    first = subprocess.call(base + ["-m", "gpu and not timed", "-n", cores, *files, *args], env=env,
+                            cwd=listings.ROOT)
     # As many workers as cores here too. A timing waits for every listing
     # that holds the GPU shared to finish or to queue for its own timing, and
     # listings that start meanwhile wait behind it (cudabook/lock.py). So the
@@ -325,7 +336,7 @@ def verify(args: list[str]) -> int:
     # took 0.50 ms in one process and 0.33 ms in two others, at one shape.
     alone = [f"tests/test_gpu.py::test_benchmark[{lst.id}]"
              for lst in listings.discover() if listings.times_cpu(lst) or listings.times_host(lst)]
-    second = subprocess.call(base + ["-m", "gpu and timed", "-n", cores,
+    second = subprocess.call(base + ["-m", "gpu and timed", "-n", cores, *files,
                                      *[a for node in alone for a in ("--deselect", node)], *args],
                              env=env, cwd=listings.ROOT)
     third = (subprocess.call(base + ["-m", "gpu and timed", "-n", "1", *alone, *args], env=env, cwd=listings.ROOT)

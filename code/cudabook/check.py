@@ -12,7 +12,6 @@ dtype's unit roundoff, and reports the worst elements.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -21,14 +20,11 @@ import numpy as np
 #: returns the exact result times (1 + d) with |d| <= u (half an ulp of 1).
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
-#: Compare this many elements at a time, so big outputs need little extra
-#: memory. Not fewer: chunks of 2**18 (each in a core's L2) ran 1.7x as fast
-#: on one thread alone, but made the GPU suite's checks at n = 2**27 + 7
-#: 2.7x as slow (H200 machine, 16 listings at once, 2026-12-02), most likely
-#: because NumPy's loops got so short that a compare's threads spent their
-#: time waiting for Python's lock.
-_CHUNK = 1 << 21
-_THREADS = min(8, os.cpu_count() or 1)  # and on this many threads
+#: Compare this many elements a step. Each step works in three float64
+#: arrays of its own (256 KiB each), made once per compare, so a step's passes stay
+#: in a core's L2 and only the output and reference come from main memory,
+#: once. On one thread: the GPU suite runs a listing on every core.
+_CHUNK = 1 << 15
 
 
 def check_array(name: str, arr, *, dtype=None, ndim: int | None = None,
@@ -204,99 +200,135 @@ def compare(name: str, out, ref, *, k: float = 1, scale=None, n: int | None = No
     NaN or inf in out fails, whatever the bound. The norm-wise relative
     error is reported beside the element check, never instead of it.
 
-    Big outputs are compared a chunk at a time, on several CPU threads
-    (NumPy lets go of Python's lock inside its loops); the answer does not
-    depend on how the chunks are shared out.
+    Big outputs are compared a chunk at a time (_CHUNK elements); the
+    answer, ties among the worst elements included, does not depend on
+    the chunk size.
     """
     out = np.asarray(out)
     ref = np.asarray(ref, dtype=np.float64)
     if out.shape != ref.shape:
         raise ValueError(f"{name}: output shape {out.shape} != reference shape {ref.shape}")
     u = unit_roundoff(out.dtype) if k else 0.0
-    if scale is not None:
-        scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), ref.shape).ravel()
+    if scale is not None:          # a number, or an array (any float dtype) that broadcasts to ref
+        scale = np.asarray(scale)
+        scale = float(scale) if scale.ndim == 0 else np.broadcast_to(scale, ref.shape).ravel()
     o, r = out.ravel(), ref.ravel()
-    spans = [(lo, min(lo + _CHUNK, o.size)) for lo in range(0, o.size, _CHUNK)]
-    if len(spans) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(len(spans), _THREADS)) as pool:
-            parts = list(pool.map(lambda span: _compare_chunk(o, r, scale, k * u, span, show), spans))
-    else:
-        parts = [_compare_chunk(o, r, scale, k * u, span, show) for span in spans]
-    if any(p is None for p in parts):
-        raise ValueError(f"{name}: the reference has NaN or inf values")
-    worst_ratio = max((p.worst_ratio for p in parts), default=0.0)
-    outside = sum(p.outside for p in parts)
-    nonfinite = sum(p.nonfinite for p in parts)
-    err2, ref2 = sum(p.err2 for p in parts), sum(p.ref2 for p in parts)
-    candidates = sorted((c for p in parts for c in p.candidates), key=lambda c: (-c[0], c[1]))
-    norm = math.sqrt(err2) / math.sqrt(ref2) if ref2 > 0 else math.sqrt(err2)
-    if nonfinite:
+    step = max(1, min(_CHUNK, o.size))
+    work = _Work(np.empty(step), np.empty(step), np.empty(step), np.empty(step, dtype=bool))
+    total = _Part(0.0, 0, 0, 0.0, 0.0, [])
+    for lo in range(0, o.size, step):
+        beat = total.candidates[-1][0] if show and len(total.candidates) == show else None
+        part = _compare_chunk(o, r, scale, k * u, (lo, min(lo + step, o.size)), show, work, beat)
+        if part is None:
+            raise ValueError(f"{name}: the reference has NaN or inf values")
+        total = _Part(max(total.worst_ratio, part.worst_ratio), total.outside + part.outside,
+                      total.nonfinite + part.nonfinite, total.err2 + part.err2, total.ref2 + part.ref2,
+                      sorted(total.candidates + part.candidates, key=lambda c: (-c[0], c[1]))[:show])
+    norm = math.sqrt(total.err2) / math.sqrt(total.ref2) if total.ref2 > 0 else math.sqrt(total.err2)
+    if total.nonfinite:
         norm = math.inf
     return CheckResult(
-        name=name, n=int(o.size if n is None else n), passed=outside == 0, k=float(k), u=u,
-        scaled=scale is not None, worst_ratio=worst_ratio, outside=outside, nonfinite=nonfinite,
-        norm_rel_err=norm, worst=[Element(i, g, e, b) for _, i, g, e, b in candidates[:show]])
+        name=name, n=int(o.size if n is None else n), passed=total.outside == 0, k=float(k), u=u,
+        scaled=scale is not None, worst_ratio=total.worst_ratio, outside=total.outside,
+        nonfinite=total.nonfinite, norm_rel_err=norm,
+        worst=[Element(i, g, e, b) for _, i, g, e, b in total.candidates])
 
 
 @dataclass
 class _Part:
-    """What one chunk of a compare found."""
+    """What one chunk of a compare found (or all chunks so far)."""
     worst_ratio: float
     outside: int
     nonfinite: int
     err2: float
     ref2: float
-    candidates: list      # (ratio, index, got, expected, bound), at most `show`
+    candidates: list      # (ratio, index, got, expected, bound), worst first, at most `show`
 
 
-def _compare_chunk(o, r, scale, ku: float, span: tuple[int, int], show: int) -> _Part | None:
-    """One chunk of compare(): None if its reference is not finite."""
+@dataclass
+class _Work:
+    """A compare's work arrays, one chunk long, made once."""
+    diff: np.ndarray
+    ratio: np.ndarray
+    square: np.ndarray
+    mask: np.ndarray
+
+
+def _compare_chunk(o, r, scale, ku: float, span: tuple[int, int], show: int, work: _Work,
+                   beat: float | None) -> _Part | None:
+    """One chunk of compare(): None if its reference is not finite. Its
+    worst elements are looked for only where they could beat `beat`, the
+    `show`-th worst ratio of the chunks before it (which have the lower
+    indices, so they win ties)."""
     lo, hi = span
-    exp = r[lo:hi]
-    got = o[lo:hi].astype(np.float64)
-    diff = got - exp
+    m = hi - lo
+    exp, diff, ratio, mask = r[lo:hi], work.diff[:m], work.ratio[:m], work.mask[:m]
+    np.subtract(o[lo:hi], exp, out=diff)  # in float64, as out.astype(float64) - exp would be
     np.abs(diff, out=diff)
     if ku:
-        bound = np.abs(exp)
+        np.abs(exp, out=ratio)            # the bound, then (in place) the ratio
         if scale is not None:
-            bound += scale[lo:hi]
-        bound *= ku
+            ratio += scale if isinstance(scale, float) else scale[lo:hi]
+        ratio *= ku
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = diff / bound          # 0/0 (exact where the bound is 0) and NaN come out NaN
+            np.divide(diff, ratio, out=ratio)   # 0/0 (exact where the bound is 0) and NaN come out NaN
     else:
-        bound = np.zeros_like(exp)
-        ratio = np.where(diff == 0, 0.0, np.inf)
-    top = float(ratio.max()) if ratio.size else 0.0
+        np.equal(diff, 0, out=mask)
+        np.copyto(ratio, np.inf)
+        ratio[mask] = 0.0
+    top = float(ratio.max())
     nonfinite, finite = 0, None
     if not math.isfinite(top):            # rare: sort out inf and NaN element by element
         if not np.isfinite(exp).all():
             return None
-        finite = np.isfinite(got)
-        nonfinite = int(got.size - np.count_nonzero(finite))
-        nan = np.isnan(ratio)
-        ratio[nan] = 0.0                  # 0/0: exact where nothing may differ
+        finite = np.isfinite(o[lo:hi])
+        nonfinite = int(m - np.count_nonzero(finite))
+        np.isnan(ratio, out=mask)
+        ratio[mask] = 0.0                 # 0/0: exact where nothing may differ
         ratio[~finite] = np.inf           # a NaN or inf output fails whatever its bound
         top = float(ratio.max())
     # (A NaN or inf in the reference makes its element's ratio NaN or inf, so
     # a chunk that took neither branch has a finite reference.)
-    outside = int(np.count_nonzero(ratio > 1.0))
-    err2 = float(np.dot(diff, diff)) if finite is None else float(np.sum(np.where(finite, diff, 0.0) ** 2))
-    ref2 = float(np.dot(exp, exp))
-    # The `show` largest ratios, ties going to the lowest index, so the
-    # worst elements reported do not depend on the chunking.
-    near = np.arange(ratio.size)
-    for f in (0.999, 0.9, 0.5) if ratio.size > show else ():
-        near = np.flatnonzero(ratio >= f * top)    # usually a handful near the top: cheap
-        if len(near) >= show:
-            break
-    if ratio.size > show and not show <= len(near) <= 4096:
-        cut = float(ratio[np.argpartition(ratio, -show)[-show:]].min())
-        near = np.concatenate([np.flatnonzero(ratio > cut), np.flatnonzero(ratio == cut)[:show]])
-    pick = near[np.lexsort((near, -ratio[near]))][:show]
-    candidates = [(float(ratio[j]), lo + int(j), float(got[j]), float(exp[j]), float(bound[j])) for j in pick]
+    outside = 0
+    if top > 1.0:
+        np.greater(ratio, 1.0, out=mask)
+        outside = int(np.count_nonzero(mask))
+    if finite is not None:
+        diff[~finite] = 0.0
+    # Squares summed by NumPy, not np.dot: a BLAS dot of a chunk this size
+    # wakes the BLAS library's threads, one a core, for every chunk. With
+    # a listing on every core (the GPU suite) the checks at n = 2**27 + 7
+    # then took over 20 times as long (H200 machine, 2026-12-02); three
+    # compares of 2**25 elements on two cores, 1.6 to 6.1 s against 0.14
+    # to 0.21 s.
+    square = work.square[:m]
+    err2 = float(np.multiply(diff, diff, out=square).sum())
+    ref2 = float(np.multiply(exp, exp, out=square).sum())
+    candidates = []
+    if beat is None or top > beat:
+        # The `show` largest ratios, ties going to the lowest index.
+        near = np.arange(m)
+        for f in (0.999, 0.9, 0.5) if m > show else ():
+            near = np.flatnonzero(ratio >= f * top)    # usually a handful near the top: cheap
+            if len(near) >= show:
+                break
+        if m > show and not show <= len(near) <= 4096:
+            cut = float(ratio[np.argpartition(ratio, -show)[-show:]].min())
+            near = np.concatenate([np.flatnonzero(ratio > cut), np.flatnonzero(ratio == cut)[:show]])
+        pick = near[np.lexsort((near, -ratio[near]))][:show]
+        got = o[lo:hi]
+        candidates = [(float(ratio[j]), lo + int(j), float(got[j]), float(exp[j]),
+                       _bound(ku, exp[j], scale if scale is None or isinstance(scale, float)
+                              else scale[lo + j])) for j in pick]
     return _Part(top, outside, nonfinite, err2, ref2, candidates)
+
+
+def _bound(ku: float, expected, scale) -> float:
+    """One element's bound, computed as the chunk's array of bounds is."""
+    b = np.abs(np.float64(expected))
+    if scale is not None:
+        b = b + np.float64(scale)
+    return float(b * ku) if ku else 0.0
 
 
 def expect(name: str, condition: bool, observed: str, n: int = 1) -> CheckResult:

@@ -10,6 +10,7 @@ import hashlib
 import os
 import tempfile
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 from .gpu import Unavailable, ensure_nvcc_on_path, init
@@ -36,34 +37,41 @@ def compile(cu_file: str | Path, arch: str | None = None):
     Kernel files declare their kernels `extern "C"` themselves, so the names
     you look up are the names in the file.
     """
-    from .gpu import _import_pycuda
-
-    _import_pycuda()                  # a missing GPU or PyCUDA is said first
-    init()
+    gpu = _ready()                    # a missing GPU or PyCUDA is said first
     path = Path(cu_file).resolve()
     if not path.is_file():
         raise FileNotFoundError(f"kernel file not found: {path}")
     # The #line directive makes nvcc, compute-sanitizer and ncu name the real
     # file (PyCUDA compiles a temporary copy).
-    return compile_source(f'#line 1 "{path}"\n' + path.read_text(), str(path), arch,
-                          include_dirs=[str(path.parent)])
+    return _compile(f'#line 1 "{path}"\n' + path.read_text(), str(path), arch or gpu.arch,
+                    include_dirs=[str(path.parent)])
 
 
 def compile_source(source: str, name: str, arch: str | None = None, include_dirs=()):
     """compile() for CUDA source held in a string; `name` says what it is
     in an error."""
+    gpu = _ready()
+    return _compile(source, name, arch or gpu.arch, include_dirs)
+
+
+def _ready():
+    """PyCUDA imported, its context made and nvcc found: this GPU's info."""
     from .gpu import _import_pycuda
 
     _import_pycuda()
     gpu = init()
     ensure_nvcc_on_path()
+    return gpu
+
+
+def _compile(source: str, name: str, arch: str, include_dirs):
+    """Compile and load `source` for `arch`, one process at a time."""
     from pycuda.compiler import SourceModule
     from pycuda.driver import CompileError
 
-    cache = os.environ.get("PYCUDA_CACHE_DIR")
-    if cache:  # PyCUDA creates only its default cache folder
-        Path(cache).mkdir(parents=True, exist_ok=True)
-    arch = arch or gpu.arch
+    cache_dir = os.environ.get("PYCUDA_CACHE_DIR")
+    if cache_dir:  # PyCUDA creates only its default cache folder
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
     try:
         with one_at_a_time(source, arch):
             return SourceModule(
@@ -91,9 +99,14 @@ def lock_path(source: str, arch: str) -> Path:
     """The lock file of one source compiled for one architecture (in a
     folder of the temporary directory that belongs to this user)."""
     key = hashlib.sha256("\0".join([source, arch, *NVCC_FLAGS]).encode()).hexdigest()[:24]
-    folder = Path(tempfile.gettempdir()) / f"cudabook-compile-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    return _lock_folder() / f"{key}.lock"
+
+
+@cache
+def _lock_folder() -> Path:
+    folder = Path(tempfile.gettempdir()) / f"cudabook-compile-{os.getuid()}"
     folder.mkdir(exist_ok=True)
-    return folder / f"{key}.lock"
+    return folder
 
 
 @contextmanager

@@ -27,7 +27,13 @@ ALPHA = np.float32(0.75)
 
 
 def reference(alpha, x, y):
-    return np.float64(alpha) * x.astype(np.float64) + y.astype(np.float64)
+    """alpha * x + y in float64, each element widened as it is used, and
+    |alpha * x| + |y|, the size of its terms (the check's scale)."""
+    ax = np.multiply(x, np.float64(alpha), dtype=np.float64)
+    ref = ax + y
+    np.abs(ax, out=ax)
+    ax += np.abs(y)
+    return ref, ax
 
 
 def load_kernel():
@@ -58,8 +64,8 @@ def main(argv=None) -> int:
     x_gpu, y_gpu = gpuarray.to_gpu(x), gpuarray.to_gpu(y)
     kernel = load_kernel()
     saxpy(kernel, ALPHA, x_gpu, y_gpu)
-    cb.report_check(cb.compare("y = alpha * x + y", y_gpu.get(), reference(ALPHA, x, y), k=2,
-                               scale=np.abs(ALPHA * x.astype(np.float64)) + np.abs(y)))
+    ref, scale = reference(ALPHA, x, y)
+    cb.report_check(cb.compare("y = alpha * x + y", y_gpu.get(), ref, k=2, scale=scale))
 
     if args.bench:
         # Timed runs keep updating y in place; its values drift, the traffic does not.

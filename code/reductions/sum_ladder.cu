@@ -41,7 +41,9 @@ extern "C" __global__ void sum_tree(const float* __restrict__ x, float* __restri
         if (t < half) {
             s[t] += s[t + half];
         }
-        __syncthreads();                     // this step's writes land before the next step reads
+        if (half > 1) {                      // (the last step's s[0] is read by its own writer)
+            __syncthreads();                 // this step's writes land before the next step reads
+        }
     }
     if (t == 0) {
         atomicAdd(total, s[0]);              // one atomic per block, not per element

@@ -73,8 +73,11 @@ def sweep(nothing, kernel, x, y, copy_bps):
 
 def reference(x):
     """a * x + b in float64, and the size of its terms (the check's scale)."""
-    ax = np.float64(A) * x.astype(np.float64)
-    return ax + np.float64(B), np.abs(ax) + abs(float(B))
+    ax = np.multiply(x, np.float64(A), dtype=np.float64)
+    scale = np.abs(ax)
+    scale += abs(float(B))
+    ax += np.float64(B)
+    return ax, scale
 
 
 def main(argv=None) -> int:

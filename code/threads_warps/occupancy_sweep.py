@@ -48,7 +48,9 @@ SMEM_ALLOC_UNIT = 128   # shared memory is given to a block in chunks of 128 byt
 
 
 def reference(x):
-    return np.float64(A) * x.astype(np.float64) + np.float64(B)
+    y = np.multiply(x, np.float64(A), dtype=np.float64)
+    y += np.float64(B)
+    return y
 
 
 def round_up(x, unit):
@@ -160,7 +162,9 @@ def launch(kernel, x, y, block, shared_bytes, grid):
 
 
 def check(name, y, x):
-    return cb.compare(name, y, reference(x), k=2, scale=np.abs(np.float64(A) * x) + abs(float(B)))
+    scale = np.multiply(np.abs(x), np.float64(abs(A)), dtype=np.float64)
+    scale += abs(float(B))
+    return cb.compare(name, y, reference(x), k=2, scale=scale)
 
 
 def configurations(sm, num_regs, static_shared, driver):

@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     cb.poison(y_gpu)
     kernel = load_kernel()
     add_one_gpu(kernel, x_gpu, y_gpu)
-    ref = x.astype(np.float64) + 1
+    ref = np.add(x, 1.0, dtype=np.float64)
     cb.report_check(cb.compare("y = x + 1, GPU", y_gpu.get(), ref))
     cpu = cpu_versions(torch, add_one_numpy, add_one_torch_cpu)
     for key, (label, prepare) in cpu.items():

@@ -54,8 +54,18 @@ def gelu_torch_cpu(torch, x, out):
 
 
 def reference(x):
-    x = x.astype(np.float64)
-    return 0.5 * x * (1 + np.tanh(K * (x + 0.044715 * x * x * x)))
+    """GELU in float64, in place in one float64 array beside x64."""
+    x64 = x.astype(np.float64)
+    t = np.multiply(x64, 0.044715)
+    t *= x64
+    t *= x64
+    t += x64                                  # x + 0.044715 x^3
+    t *= K
+    np.tanh(t, out=t)
+    t += 1
+    t *= x64
+    t *= 0.5
+    return t
 
 
 def check_gelu(name, y, x, ref=None):
