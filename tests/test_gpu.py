@@ -57,10 +57,11 @@ STDOUT_LIMIT = 100_000
 #: its cost grows with the hardware work queues the context opens (eight by
 #: default). On the H200 machine 16 processes started at once, each
 #: starting a context, were all done in 1.34 s with one queue each, against
-#: 3.18 s with eight (docs/assets/experiments/context_cost.txt). One queue only serialises
-#: work on different streams, which cannot change an answer; no timing runs
-#: in these processes (the listings that measure stream overlap do so only
-#: with --bench, in the timed pass, with the default).
+#: 3.18 s with eight (docs/assets/experiments/context_cost.txt). One queue
+#: lines up the work of different streams, which could hide a missing wait
+#: between two of them: the listings that use several streams (ram_vram's)
+#: also check their answers in their --bench runs and notebooks, which keep
+#: the default, as does every timing.
 CHECKS_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
 

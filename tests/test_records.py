@@ -349,3 +349,20 @@ def test_compare_records_reproduces_and_lists_moved_facts(tmp_path, capsys):
     (new_dir / "gelu_cpu_vs_gpu.json").write_text(json.dumps(raw))
     assert book_cli.compare_records(str(tmp_path), record.NOISE_BAND) == 1
     assert f"benchmarks[{b['name']!r}].bytes_per_s" in capsys.readouterr().out
+
+
+def test_listings_with_streams_check_their_answers_with_the_default_queues():
+    """The suite's checking processes have one hardware work queue
+    (tests/test_gpu.py, CHECKS_ENV), which could hide a missing wait between
+    two streams. A listing that makes streams must also check its answers in
+    its --bench run, which keeps the default eight; its record shows it did."""
+    found = []
+    for lst in listings.discover():
+        if "Stream()" not in lst.py.read_text():
+            continue
+        rec = record.load(lst)
+        bench = next((r for r in rec.runs if r.key == "bench"), None) if rec else None
+        assert bench is not None and bench.checks and all(c.passed for c in bench.checks), (
+            f"{lst.id} makes CUDA streams, but its record has no --bench run whose checks passed")
+        found.append(lst.id)
+    assert "ram_vram/overlap_streams" in found, found
