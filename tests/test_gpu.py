@@ -53,15 +53,17 @@ BENCHED = [lst for lst in WORKING if DESCRIPTIONS[lst.id]["bench"]]
 STDOUT_LIMIT = 100_000
 #: The environment of the processes that check and time nothing: each size,
 #: each sanitizer run, the plain run of a listing that does not take the GPU
-#: alone. Starting and ending a CUDA context is serialised by the driver, and
-#: its cost grows with the hardware work queues the context opens (eight by
-#: default). On the H200 machine 16 processes started at once, each
-#: starting a context, were all done in 1.34 s with one queue each, against
-#: 3.18 s with eight (docs/assets/experiments/context_cost.txt). One queue
+#: alone. Contexts do not start in parallel: on the H200 machine
+#: cuCtxCreate took 0.10 s alone and about 1.8 s each with 16 at once, and
+#: 16 processes started together, each starting a context, were all done
+#: in 3.18 s with the default eight hardware work queues a context, against
+#: 1.34 s with one (docs/assets/experiments/context_cost.txt). One queue
 #: lines up the work of different streams, which could hide a missing wait
 #: between two of them: the listings that use several streams (ram_vram's)
 #: also check their answers in their --bench runs and notebooks, which keep
-#: the default, as does every timing.
+#: the default, as does every timing. (A listing that runs NCCL must not get
+#: one queue, which is known to cause ordering hazards there: see to it when
+#: the many-GPU part lands.)
 CHECKS_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
 

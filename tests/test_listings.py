@@ -282,7 +282,9 @@ def test_verify_runs_cpu_and_host_bound_timings_last_and_alone(monkeypatch):
 
 
 def test_verify_collects_what_it_is_told_to(monkeypatch):
-    """Given a test file or node of its own, verify adds none of its own."""
+    """Given test files or nodes of its own, verify adds none of its own
+    files, and its third pass runs only the CPU-timing benchmarks among
+    them; an option's value is not taken for a test path."""
     import subprocess
     import tempfile
 
@@ -291,8 +293,40 @@ def test_verify_collects_what_it_is_told_to(monkeypatch):
     calls = []
     monkeypatch.setattr(subprocess, "call", lambda cmd, **kw: calls.append(cmd) or 0)
     monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: "/nonexistent/cudabook-staging")
-    node = "tests/test_gpu.py::test_runs[why_gpus/ex3_one_copy]"
-    assert book_cli.verify([node]) == 0
+
     def collected(cmd):
         return [a for i, a in enumerate(cmd) if a.startswith("tests/") and cmd[i - 1] != "--deselect"]
+
+    node = "tests/test_gpu.py::test_runs[why_gpus/ex3_one_copy]"
+    assert book_cli.verify([node]) == 0
+    assert len(calls) == 2, "no CPU-timing benchmark was asked for: no third pass"
     assert collected(calls[0]) == collected(calls[1]) == [node]
+
+    calls.clear()
+    gelu = "tests/test_gpu.py::test_benchmark[why_gpus/gelu_cpu_vs_gpu]"
+    assert book_cli.verify(["tests/test_gpu.py"]) == 0
+    first, second, third = calls
+    assert collected(first) == collected(second) == ["tests/test_gpu.py"]
+    assert gelu in collected(third) and "tests/test_gpu.py" not in third, "the file once, not again whole"
+
+    calls.clear()
+    assert book_cli.verify(["--deselect", node, "-k", "tests_of_mine"]) == 0
+    assert "tests/test_gpu.py" in collected(calls[0]), "an option's value is not a test path"
+    assert book_cli.named_tests(["-k", "tests", "tests/test_gpu.py", "--deselect", node]) == ["tests/test_gpu.py"]
+
+
+def test_verify_gives_timings_the_default_work_queues(monkeypatch):
+    """A machine's image may export CUDA_DEVICE_MAX_CONNECTIONS; verify
+    takes it away, so that only the suite's checking processes get one
+    queue (tests/test_gpu.py, CHECKS_ENV)."""
+    import subprocess
+    import tempfile
+
+    from cudabook import book_cli
+
+    envs = []
+    monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+    monkeypatch.setattr(subprocess, "call", lambda cmd, **kw: envs.append(kw["env"]) or 0)
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: "/nonexistent/cudabook-staging")
+    assert book_cli.verify([]) == 0
+    assert envs and all("CUDA_DEVICE_MAX_CONNECTIONS" not in env for env in envs)

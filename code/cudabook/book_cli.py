@@ -287,6 +287,28 @@ def compare_records(new_dir: str, band: float, facts: bool = False) -> int:
 
 #: pytest plugins found in GPU images that the GPU suite does not use.
 UNUSED_PLUGINS = ("benchmark", "cov", "jaxtyping", "anyio", "hypothesispytest")
+#: pytest options whose value is the next argument (so not a test path).
+VALUE_OPTIONS = ("-k", "-m", "-p", "-n", "-o", "-c", "--deselect", "--ignore", "--ignore-glob", "--durations",
+                 "--maxfail", "--rootdir", "--basetemp", "--timeout", "--dist", "--maxschedchunk")
+
+
+def named_tests(args: list[str]) -> list[str]:
+    """The test files, folders and nodes among pytest arguments: those that
+    name something under tests/ or a .py file, not an option's value."""
+    out = []
+    for i, a in enumerate(args):
+        if a.startswith("-") or (i and args[i - 1] in VALUE_OPTIONS):
+            continue
+        if a.startswith("tests") or a.endswith(".py") or "::" in a:
+            out.append(a)
+    return out
+
+
+def _within(node: str, paths: list[str]) -> bool:
+    """Whether test node `node` is among what `paths` name (a node, its file or a folder above it)."""
+    return any(node == p or (("::" not in p) and (node.split("::")[0] == p.rstrip("/")
+                                                  or node.startswith(p.rstrip("/") + "/")))
+               for p in paths)
 
 
 def verify(args: list[str]) -> int:
@@ -306,6 +328,10 @@ def verify(args: list[str]) -> int:
     # a listing at n=1 on the H200 machine. The suite keeps compiled Python
     # in its own folder (PYTHONPYCACHEPREFIX, tests/gpu_harness.py).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # The suite gives one hardware work queue to the processes that time
+    # nothing (tests/test_gpu.py, CHECKS_ENV); the rest, timings included,
+    # must have the default, whatever the machine's image exports.
+    env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
     env["CUDABOOK_RUN"] = uuid.uuid4().hex          # the passes share what conftest works out once
     cores = str(max(2, os.cpu_count() or 2))
     # Tests come longest first (conftest.py); one test at a time to each
@@ -316,8 +342,8 @@ def verify(args: list[str]) -> int:
     # suite does not use are not loaded (a GPU image may have many): each
     # pass's sixteen workers each start pytest and collect.
     base += [a for p in UNUSED_PLUGINS for a in ("-p", f"no:{p}")]
-    named = any(a.startswith("tests") or a.endswith(".py") or "::" in a for a in args if not a.startswith("-"))
-    files = [] if named else sorted(f"tests/{f.name}" for f in (listings.ROOT / "tests").glob("test_gpu*.py"))
+    paths = named_tests(args)
+    files = [] if paths else sorted(f"tests/{f.name}" for f in (listings.ROOT / "tests").glob("test_gpu*.py"))
     first = subprocess.call(base + ["-m", "gpu and not timed", "-n", cores, *files, *args], env=env,
                             cwd=listings.ROOT)
     # As many workers as cores here too. A timing waits for every listing
@@ -336,10 +362,13 @@ def verify(args: list[str]) -> int:
     # took 0.50 ms in one process and 0.33 ms in two others, at one shape.
     alone = [f"tests/test_gpu.py::test_benchmark[{lst.id}]"
              for lst in listings.discover() if listings.times_cpu(lst) or listings.times_host(lst)]
+    if paths:                                   # only those among the tests asked for
+        alone = [node for node in alone if _within(node, paths)]
     second = subprocess.call(base + ["-m", "gpu and timed", "-n", cores, *files,
                                      *[a for node in alone for a in ("--deselect", node)], *args],
                              env=env, cwd=listings.ROOT)
-    third = (subprocess.call(base + ["-m", "gpu and timed", "-n", "1", *alone, *args], env=env, cwd=listings.ROOT)
+    rest = [a for a in args if a not in paths]  # the third pass names its tests itself
+    third = (subprocess.call(base + ["-m", "gpu and timed", "-n", "1", *alone, *rest], env=env, cwd=listings.ROOT)
              if alone else 5)
     ok = {0, 5}  # 5: nothing selected (e.g. --stale with everything current)
     bad = [code for code in (first, second, third) if code not in ok]

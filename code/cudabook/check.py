@@ -21,9 +21,10 @@ import numpy as np
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
 #: Compare this many elements a step. Each step works in three float64
-#: arrays of its own (256 KiB each), made once per compare, so a step's passes stay
-#: in a core's L2 and only the output and reference come from main memory,
-#: once. On one thread: the GPU suite runs a listing on every core.
+#: arrays of its own (256 KiB each) and a mask, made once per compare, so a
+#: step's passes stay in a core's L2 and only the output and reference come
+#: from main memory, once. On one thread: the GPU suite runs a listing on
+#: every core.
 _CHUNK = 1 << 15
 
 
