@@ -13,7 +13,7 @@ For each size this calls the listing's main(["--n", n, "--seed", seed,
 - n<n>.run.json when it is done: its exit code and wall time.
 
 The sizes share one CUDA context. Why: on the H200 machine, creating a CUDA
-context takes about 0.2 s, and the driver creates one at a time, whatever
+context takes about 0.2 s, and contexts do not start in parallel, whatever
 the number of cores. Sixteen listing processes started together took 3.5 s
 to get their contexts; one process alone, 0.5 s from start to exit. At the
 warp-edge sizes a listing's own work is a few milliseconds, so five
