@@ -194,6 +194,15 @@ def _facts_and_chapter_text(listing_id: str) -> tuple[dict, str]:
     return _facts(listing_id), " ".join((ROOT / "chapters" / chapter / "index.md").read_text().split())
 
 
+def _says_exactly_what_holds(text: str, sentences: dict[str, bool], chapter: str, figures: str) -> None:
+    """Each sentence stands in the chapter's text exactly when the record
+    bears it out (`sentences`: sentence -> whether it holds); `figures` puts
+    the record's numbers in the failure message."""
+    for said, true in sentences.items():
+        assert (said in text) == true, (
+            f"chapters/{chapter}/index.md should {'' if true else 'not '}say {said!r}: the record has {figures}")
+
+
 @pytest.mark.parametrize("seq, words, low, high", [
     (4096, "about three fifths", 0.55, 0.65),
     (256, "about two thirds", 0.6, 0.7),
@@ -218,20 +227,17 @@ def test_why_gpus_exercise_1_says_whether_the_copies_ever_won():
     sweep = facts["sweep"]
     won = {cpu: [r["n"] for r in sweep if r["gpu_with_copies_ms"] < r[f"{cpu}_ms"]]
            for cpu in ("numpy", "torch_cpu")}
-    sentences = [  # (what the solution may say, whether the record bears it out)
-        ("the GPU beat neither NumPy on one core nor PyTorch on all cores but one, at any size measured.",
-         not won["numpy"] and not won["torch_cpu"]),
+    sentences = {  # what the solution may say, and whether the record bears it out
+        "the GPU beat neither NumPy on one core nor PyTorch on all cores but one, at any size measured.":
+            not won["numpy"] and not won["torch_cpu"],
         ("the GPU never beat PyTorch on all cores but one, and it beat NumPy on one core only at "
-         "the largest size measured, and only just:",
-         won == {"numpy": [sweep[-1]["n"]], "torch_cpu": []}),
-    ]
-    assert any(true for _, true in sentences), (
+         "the largest size measured, and only just:"):
+            won == {"numpy": [sweep[-1]["n"]], "torch_cpu": []},
+    }
+    assert any(sentences.values()), (
         f"the GPU with copies beat the CPU at these sizes in the record, {won}; no sentence of "
         "exercise 1's solution in chapters/why_gpus/index.md says so: write one, and add it here")
-    for said, true in sentences:
-        assert (said in text) == true, (
-            f"exercise 1's solution in chapters/why_gpus/index.md should say {said!r} for this record ({won})"
-            if true else f"exercise 1's solution says {said!r}, but the record's wins are {won}")
+    _says_exactly_what_holds(text, sentences, "why_gpus", f"the GPU with copies winning at {won}")
 
 
 def test_why_gpus_prose_names_the_sizes_where_pytorch_stalled():
@@ -290,10 +296,8 @@ def test_reductions_says_which_sum_returned_the_nearest_float():
     assert any(true for said, true in sentences.items() if said.startswith("In this run")), (
         f"np.sum's error is {pw:.3g} and sum_one_pass's {op:.3g} (u = 2^-24 = {u:.3g}); no sentence of the "
         "accuracy bullet of chapters/reductions/index.md says what this run shows: write one, and add it here")
-    for said, true in sentences.items():
-        assert (said in text) == true, (
-            f"np.sum's error {pw:.4g}, sum_one_pass's {op:.4g}, u = {u:.4g}: chapters/reductions/index.md "
-            f"should {'' if true else 'not '}say {said!r}")
+    _says_exactly_what_holds(text, sentences, "reductions",
+                             f"np.sum's error {pw:.4g} and sum_one_pass's {op:.4g}, with u = {u:.4g}")
 
 
 def test_roofline_corner_is_the_lowest_rung():
@@ -335,18 +339,18 @@ def test_transformer_compares_its_three_runs_as_the_records_do():
     for who in ("ours", "eager"):
         times = [block[f"{who}_ms"], one[f"b8_{who}_ms"], long[f"t1024_{who}_ms"]]
         assert max(times) < 1.05 * min(times), f"{who}'s block at B = 8 took {times} ms in the three runs"
+    times = f"eager {block['eager_ms']:.3f}, ours {block['ours_ms']:.3f}, compiled {block['compile_ms']:.3f} ms"
     compiled = {  # what the chapter may say of the compiled block, and whether the record bears it out
-        "took longer than the eager one there, and a little longer than ours.":
+        "The compiled block, timed only in the chapter's run, took longer than the eager one there, "
+        "and a little longer than ours.":
             block["eager_ms"] < block["ours_ms"] < block["compile_ms"] < 1.1 * block["ours_ms"],
-        "was the faster of PyTorch's two there, and faster than ours.":
+        "The compiled block, timed only in the chapter's run, was the faster of PyTorch's two there, "
+        "and faster than ours.":
             block["compile_ms"] < min(block["eager_ms"], block["ours_ms"]),
     }
     assert any(compiled.values()), (
-        f"eager {block['eager_ms']:.3f}, ours {block['ours_ms']:.3f}, compiled {block['compile_ms']:.3f} ms: "
-        "no sentence of chapters/transformer/index.md says this; write one, and add it here")
-    for words, true in compiled.items():
-        assert (f"The compiled block, timed only in the chapter's run, {words}" in text) == true, (
-            f"the chapter should {'' if true else 'not '}say the compiled block {words!r}")
+        f"{times}: no sentence of chapters/transformer/index.md says this; write one, and add it here")
+    _says_exactly_what_holds(text, compiled, "transformer", times)
     steps = sum(v for k, v in one.items() if k.startswith("b1_torch_step_") and k.endswith("_ms"))
     for words, true in (("The steps add up to less than half of the block's time.", steps < 0.5 * one["b1_eager_ms"]),
                         ("it still took far more than an eighth of that time",
@@ -359,8 +363,7 @@ def test_transformer_compares_its_three_runs_as_the_records_do():
         assert 1.35 < ratio < 1.65, (f"at T = {t} ours took {ratio:.2f} times the eager block's time; "
                                      "the chapter says about one and a half")
     steps256 = sum(v for k, v in long.items() if k.startswith("t256_torch_step_") and k.endswith("_ms"))
-    said = "At 256 the gap was smaller in this run"
     host_bound = long["t256_eager_ms"] > steps256 and long["t256_of_eager"] > long["t1024_of_eager"]
-    assert (said in text) == host_bound, (
-        f"at T = 256 the eager block took {long['t256_eager_ms']:.3f} ms, its steps {steps256:.3f} ms, ours "
-        f"{long['t256_of_eager']:.2f} times its speed: the chapter should {'' if host_bound else 'not '}say {said!r}")
+    _says_exactly_what_holds(text, {"At 256 the gap was smaller in this run": host_bound}, "transformer",
+                             f"at T = 256 the eager block at {long['t256_eager_ms']:.3f} ms, its steps at "
+                             f"{steps256:.3f} ms, ours at {long['t256_of_eager']:.2f} times its speed")

@@ -248,20 +248,27 @@ def test_times_cpu_finds_cpu_timings_through_imported_functions(tmp_path):
     assert "why_gpus/gelu_cpu_vs_gpu" in real and "fusion/bias_gelu_residual" not in real
 
 
+def _verify_calls(monkeypatch, args: list[str]) -> list[tuple[list[str], dict]]:
+    """The pytest commands `cudabook verify <args>` would run, each with its
+    environment, none of them run."""
+    import subprocess
+    import tempfile
+
+    from cudabook import book_cli
+
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, **kw: calls.append((cmd, kw["env"])) or 0)
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: "/nonexistent/cudabook-staging")
+    assert book_cli.verify(args) == 0
+    return calls
+
+
 def test_verify_runs_cpu_and_host_bound_timings_last_and_alone(monkeypatch):
     """verify's second pass leaves out the benchmarks that time CPU code or
     host-bound GPU work; its third pass runs exactly those, on one worker."""
-    import subprocess
-
     from cudabook import book_cli, listings
 
-    import tempfile
-
-    calls = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd, **kw: calls.append(cmd) or 0)
-    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: "/nonexistent/cudabook-staging")
-    assert book_cli.verify(["--stale"]) == 0
-    first, second, third = calls
+    first, second, third = (cmd for cmd, _ in _verify_calls(monkeypatch, ["--stale"]))
     node = "tests/test_gpu.py::test_benchmark[{}]".format
     alone = {node(lst.id) for lst in LISTINGS if listings.times_cpu(lst) or listings.times_host(lst)}
     assert {node("why_gpus/gelu_cpu_vs_gpu"), node("transformer/gpt2_block"),
@@ -285,33 +292,26 @@ def test_verify_collects_what_it_is_told_to(monkeypatch):
     """Given test files or nodes of its own, verify adds none of its own
     files, and its third pass runs only the CPU-timing benchmarks among
     them; an option's value is not taken for a test path."""
-    import subprocess
-    import tempfile
-
     from cudabook import book_cli
 
-    calls = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd, **kw: calls.append(cmd) or 0)
-    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: "/nonexistent/cudabook-staging")
+    def commands(args):
+        return [cmd for cmd, _ in _verify_calls(monkeypatch, args)]
 
     def collected(cmd):
         return [a for i, a in enumerate(cmd) if a.startswith("tests/") and cmd[i - 1] != "--deselect"]
 
     node = "tests/test_gpu.py::test_runs[why_gpus/ex3_one_copy]"
-    assert book_cli.verify([node]) == 0
+    calls = commands([node])
     assert len(calls) == 2, "no CPU-timing benchmark was asked for: no third pass"
     assert collected(calls[0]) == collected(calls[1]) == [node]
 
-    calls.clear()
     gelu = "tests/test_gpu.py::test_benchmark[why_gpus/gelu_cpu_vs_gpu]"
-    assert book_cli.verify(["tests/test_gpu.py"]) == 0
-    first, second, third = calls
+    first, second, third = commands(["tests/test_gpu.py"])
     assert collected(first) == collected(second) == ["tests/test_gpu.py"]
     assert gelu in collected(third) and "tests/test_gpu.py" not in third, "the file once, not again whole"
 
-    calls.clear()
-    assert book_cli.verify(["--deselect", node, "-k", "tests_of_mine"]) == 0
-    assert "tests/test_gpu.py" in collected(calls[0]), "an option's value is not a test path"
+    first = commands(["--deselect", node, "-k", "tests_of_mine"])[0]
+    assert "tests/test_gpu.py" in collected(first), "an option's value is not a test path"
     assert book_cli.named_tests(["-k", "tests", "tests/test_gpu.py", "--deselect", node]) == ["tests/test_gpu.py"]
 
 
@@ -319,14 +319,6 @@ def test_verify_gives_timings_the_default_work_queues(monkeypatch):
     """A machine's image may export CUDA_DEVICE_MAX_CONNECTIONS; verify
     takes it away, so that only the suite's checking processes get one
     queue (tests/test_gpu.py, CHECKS_ENV)."""
-    import subprocess
-    import tempfile
-
-    from cudabook import book_cli
-
-    envs = []
     monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1")
-    monkeypatch.setattr(subprocess, "call", lambda cmd, **kw: envs.append(kw["env"]) or 0)
-    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: "/nonexistent/cudabook-staging")
-    assert book_cli.verify([]) == 0
+    envs = [env for _, env in _verify_calls(monkeypatch, [])]
     assert envs and all("CUDA_DEVICE_MAX_CONNECTIONS" not in env for env in envs)
