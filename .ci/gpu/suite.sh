@@ -20,10 +20,27 @@ pack() {
   tar tzf "$OUT/results.tgz" > "$OUT/changed.txt"
   rm -f "$before"
 }
+machine() {
+  # What the machine waited on, so that two runs' times can be told apart:
+  # the kernel's pressure stall totals (time some task waited for a CPU,
+  # for memory, for the disk), page faults and reads from disk, since boot.
+  echo "== $1"
+  for f in /proc/pressure/cpu /proc/pressure/memory /proc/pressure/io; do
+    [ -r "$f" ] && sed "s|^|$(basename "$f") |" "$f"
+  done
+  grep -E '^(pgfault|pgmajfault|pgpgin|thp_fault_alloc|thp_fault_fallback) ' /proc/vmstat
+  grep -E '^(MemTotal|MemFree|Cached):' /proc/meminfo
+}
 before=$(mktemp)
 records > "$before"
 trap pack EXIT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+{
+  echo "uptime_s $(cut -d' ' -f1 /proc/uptime)"
+  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Socket|NUMA node\(s\))'
+  echo "transparent_hugepage $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+  machine "before the suite"
+} > "$OUT/machine.txt" 2>&1
 start=$(date +%s)
 timeout --signal=INT --kill-after=15 "${SUITE_TIMEOUT:-570}" \
   bash .gpu/gpu-env.sh env REQUIRE_GPU=1 python3 -m cudabook verify "$@" 2>&1 |
@@ -32,5 +49,6 @@ t0 = time.monotonic()
 for line in sys.stdin:   # each line with the seconds since the suite started: a timeline
     sys.stdout.write(f"{time.monotonic() - t0:6.1f} {line}")' | tee "$OUT/suite.log"
 rc=${PIPESTATUS[0]}
+machine "after the suite" >> "$OUT/machine.txt" 2>&1
 echo "suite: exit $rc after $(( $(date +%s) - start )) s" | tee -a "$OUT/suite.log"
 exit "$rc"
