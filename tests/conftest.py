@@ -17,15 +17,11 @@ import tempfile
 import uuid
 from pathlib import Path
 
-import pytest
-
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "code"))
 
 from cudabook import listings, notebooks, record, suite  # noqa: E402
-
-import scheduling  # noqa: E402  (tests/scheduling.py)
 
 LISTINGS = listings.discover()
 REQUIRE_GPU = os.environ.get("REQUIRE_GPU") == "1"
@@ -186,8 +182,6 @@ def pytest_collection_modifyitems(config, items):
         plain = walls.get((lst.id, "run"), walls.get((lst.id, "n=1000003"), 0.0))
         notebook[lst.chapter] = notebook.get(lst.chapter, 0.0) + plain
 
-    seconds: dict[str, float] = {}             # node id -> expected seconds, for the scheduler
-
     def rank(item):
         name = f"{Path(str(item.fspath)).name}::{getattr(item, 'originalname', item.name)}"
         first = FIRST.index(name) if name in FIRST else len(FIRST)
@@ -201,10 +195,8 @@ def pytest_collection_modifyitems(config, items):
             expected = sum(walls.get((run[0], k), 60.0) for k in run[1])
         else:
             expected = notebook.get(chapter, 60.0) if chapter else 60.0
-        seconds[item.nodeid] = expected
         return (first, -expected)
     items.sort(key=rank)
-    scheduling.write_expected(config, seconds)
     if config.getoption("--stale"):
         stale, chapters = stale_selection()
         keep, drop = [], []
@@ -218,12 +210,3 @@ def pytest_collection_modifyitems(config, items):
                 keep.append(item)
         items[:] = keep
         config.hook.pytest_deselected(items=drop)
-
-
-@pytest.hookimpl(optionalhook=True)       # a hook of pytest-xdist, where it is installed
-def pytest_xdist_make_scheduler(config, log):
-    """With -n, hand out the tests longest first, each to the worker expected
-    to be free soonest (tests/scheduling.py); other --dist modes are xdist's."""
-    if config.getvalue("dist") == "load":
-        return scheduling.LongestFirst(config, log)
-    return None
