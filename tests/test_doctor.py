@@ -41,6 +41,7 @@ def test_all_good():
     ({"pycuda_driver_error": "libcuda.so.1: cannot open"}, "PyCUDA", "driver library"),
     ({"pycuda_cuda": "13.2"}, "PyCUDA", "newer than the driver"),
     ({"tiny_kernel": "WRONG"}, "tiny kernel", "WRONG"),
+    ({"platform": "win32"}, "system", "native Windows"),
 ])
 def test_each_failure_is_named_with_a_fix(change, label, words):
     facts = dict(GOOD, **change)

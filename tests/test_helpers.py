@@ -314,6 +314,44 @@ def test_run_turns_unavailable_into_skip(capsys):
     assert cli.run(lambda: 0) == 0
 
 
+# Native Windows, as far as a Linux machine can play it: no fcntl module
+# (blocked before cudabook is imported), and sys.platform "win32" once
+# NumPy and cudabook are in (NumPy would look for Windows DLLs at import).
+AS_WINDOWS = """
+import runpy, sys
+sys.modules["fcntl"] = None
+import numpy, cudabook
+sys.platform = "win32"
+"""
+
+
+def _as_windows(code: str, **env) -> "subprocess.CompletedProcess":
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", AS_WINDOWS + code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "code"), **env})
+
+
+def test_native_windows_listing_says_what_is_missing():
+    """cudabook imports without fcntl, and a listing exits 77 with one line
+    that names Linux and what to use instead, not a ModuleNotFoundError."""
+    listing = ROOT / "code" / "first_kernel" / "add_vectorized.py"
+    r = _as_windows(f"sys.argv = [{str(listing)!r}]\nrunpy.run_path({str(listing)!r}, run_name='__main__')")
+    assert r.returncode == cb.EXIT_SKIPPED, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "SKIPPED: native Windows: the book's code runs on Linux (it loads libcuda.so.1 and uses POSIX "
+        "file locks); on Windows, run it under WSL2 (NVIDIA's CUDA on WSL), or on Colab"]
+
+
+def test_native_windows_suite_lock_says_why():
+    """Where the GPU suite's lock is asked for without fcntl, the error says why."""
+    r = _as_windows("from cudabook import lock\nlock.shared()", CUDABOOK_GPU_LOCK="/tmp/no-such.lock")
+    assert r.returncode == 1
+    assert "no POSIX file locks (fcntl): the GPU suite runs on Linux" in r.stderr.strip().splitlines()[-1]
+
+
 TOOLING = {"__main__.py", "book_cli.py", "hashing.py", "listings.py", "mkdocs_hooks.py", "notebooks.py",
            "plots.py", "record.py", "suite.py"}
 

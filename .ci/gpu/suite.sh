@@ -28,6 +28,9 @@ machine() {
   for f in /proc/pressure/cpu /proc/pressure/memory /proc/pressure/io; do
     [ -r "$f" ] && sed "s|^|$(basename "$f") |" "$f"
   done
+  # the CPU's time since boot, in ticks: user nice system idle iowait irq
+  # softirq steal (steal: time the virtual machine's CPUs were running another's)
+  grep -E '^cpu ' /proc/stat
   grep -E '^(pgfault|pgmajfault|pgpgin|thp_fault_alloc|thp_fault_fallback) ' /proc/vmstat
   grep -E '^(MemTotal|MemFree|Cached):' /proc/meminfo
 }

@@ -76,7 +76,7 @@ def gather() -> dict:
     """Collect the raw facts doctor judges. Every value may be None."""
     from pathlib import Path
 
-    facts: dict = {"nvidia_smi": shutil.which("nvidia-smi")}
+    facts: dict = {"platform": sys.platform, "nvidia_smi": shutil.which("nvidia-smi")}
     if facts["nvidia_smi"]:
         rc, out = _run([facts["nvidia_smi"], "--query-gpu=name,compute_cap,driver_version",
                         "--format=csv,noheader"])
@@ -117,6 +117,9 @@ def _ver(s: str | None) -> tuple[int, ...]:
 def diagnose(f: dict) -> list[Check]:
     """Judge the facts, in the order a reader should fix things."""
     checks: list[Check] = []
+    if f.get("platform") == "win32":
+        checks.append(Check(False, "system", "native Windows: the book's code runs on Linux",
+                            "run it under WSL2 (NVIDIA's CUDA on WSL), or on Colab"))
     if not f.get("nvidia_smi"):
         checks.append(Check(False, "NVIDIA GPU", "nvidia-smi not found",
                             "install the NVIDIA driver (it ships nvidia-smi); on Colab choose a GPU runtime"))

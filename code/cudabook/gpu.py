@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,7 +101,12 @@ def _driver_library() -> str | None:
 
 def _import_pycuda():
     """PyCUDA's driver module, or Unavailable naming what is missing first:
-    the NVIDIA driver (no GPU here), then PyCUDA."""
+    Linux, the NVIDIA driver (no GPU here), then PyCUDA."""
+    if sys.platform == "win32":
+        raise Unavailable(
+            "native Windows: the book's code runs on Linux (it loads libcuda.so.1 and uses POSIX "
+            "file locks); on Windows, run it under WSL2 (NVIDIA's CUDA on WSL), or on Colab"
+        )
     try:
         import pycuda  # noqa: F401
     except ImportError:

@@ -28,12 +28,20 @@ then; no listing of the book times while a child runs.) Without CUDABOOK_GPU_LOC
 (a reader running a listing) all of this does nothing. Under
 compute-sanitizer (CUDABOOK_SANITIZER) nothing is measured, so the lock
 stays shared.
+
+The locks are POSIX file locks (fcntl). Native Windows has none; there the
+package still imports, so that a listing can say what is missing (gpu.py),
+and asking for a lock is an error that says why.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
+
+try:
+    import fcntl
+except ImportError:                  # native Windows
+    fcntl = None
 
 _state = {"fds": {}, "held": [], "mode": None}
 OWNER = "CUDABOOK_GPU_LOCK_OWNER"   # the pid of the process holding the lock, for its children
@@ -53,6 +61,9 @@ def _paths(machine: bool = False) -> list[str]:
     if os.environ.get(OWNER) not in (None, str(os.getpid())):
         return []                    # a parent holds it for us
     mine = _split(os.environ.get("CUDABOOK_GPU_LOCK"))
+    if mine and fcntl is None:
+        raise RuntimeError("CUDABOOK_GPU_LOCK is set, but this system has no POSIX file locks "
+                           "(fcntl): the GPU suite runs on Linux")
     if machine and mine:
         mine = sorted(set(mine) | set(_split(os.environ.get(MACHINE))))
     return sorted(set(mine))

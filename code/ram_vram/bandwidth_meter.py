@@ -59,17 +59,23 @@ def measure(copy, nbytes):
     return nbytes / (t.median_ms * 1e-3) / 1e9
 
 
-def meter(nbytes=NBYTES, seed=0):
+def buffers(nbytes=NBYTES, seed=0):
+    """The same data in pageable and in pinned host memory, and two device buffers."""
     import pycuda.driver as cuda
 
     rng = np.random.default_rng(seed)
-    n = nbytes // 4
-    pageable = rng.standard_normal(n, dtype=np.float32)       # ordinary NumPy memory
-    pinned = cuda.pagelocked_empty(n, np.float32)             # page-locked: the GPU can DMA it
+    pageable = rng.standard_normal(nbytes // 4, dtype=np.float32)  # ordinary NumPy memory
+    pinned = cuda.pagelocked_empty(pageable.size, np.float32)  # page-locked: the GPU can DMA it
     pinned[:] = pageable
-    dev_a, dev_b = cuda.mem_alloc(nbytes), cuda.mem_alloc(nbytes)
+    return pageable, pinned, cuda.mem_alloc(nbytes), cuda.mem_alloc(nbytes)
 
-    results = {
+
+def meter(pageable, pinned, dev_a, dev_b):
+    """GB/s of each kind of copy, between these buffers."""
+    import pycuda.driver as cuda
+
+    nbytes = pageable.nbytes
+    return {
         "h2d_pageable": measure(lambda: cuda.memcpy_htod(dev_a, pageable), nbytes),
         "h2d_pinned": measure(lambda: cuda.memcpy_htod(dev_a, pinned), nbytes),
         "d2h_pageable": measure(lambda: cuda.memcpy_dtoh(pageable, dev_a), nbytes),
@@ -77,7 +83,6 @@ def meter(nbytes=NBYTES, seed=0):
         # D2D reads and writes every byte: count both, as for any kernel.
         "d2d": 2 * measure(lambda: cuda.memcpy_dtod(dev_b, dev_a, nbytes), nbytes),
     }
-    return results, (pageable, pinned, dev_a, dev_b)
 # --8<-- [end:measure]
 
 
@@ -109,8 +114,9 @@ def main(argv=None) -> int:
     link = link_nominal()               # asked before the machine is ours: it measures nothing
     hbm = hbm_nominal(gpu.device)
     round_trips(args.seed + 1)
+    bufs = buffers(seed=args.seed)      # made, like the check, before the machine is ours
     cb.gpu_alone()                      # it measures the hardware: nothing else may run
-    results, _ = meter(seed=args.seed)
+    results = meter(*bufs)
 
     facts = {f"{k}_gbs": v for k, v in results.items()}
     print(f"{'copy (256 MiB)':<16}{'GB/s':>10}  share of nominal")

@@ -48,7 +48,9 @@ def main(argv=None) -> int:
     # not keep the machine from the rest of the book's test suite.
     top = SIZES[-1]
     host = cuda.pagelocked_empty(top // 4, np.float32)
-    host[:] = np.random.default_rng(args.seed).standard_normal(host.size, dtype=np.float32)
+    # Random floats in [0, 1), made in place: any values serve a bit-for-bit
+    # copy check, and these are several times quicker to make than normal ones.
+    np.random.default_rng(args.seed).random(host.size, dtype=np.float32, out=host)
     sent = host.copy()
     dev_a, dev_b = cuda.mem_alloc(top), cuda.mem_alloc(top)
     cuda.memcpy_htod(dev_a, host)
