@@ -89,7 +89,7 @@ def _descriptions() -> dict[str, dict]:
     for lst in LISTINGS:
         d = got.get(lst.id) or f"{lst.id} was not described"
         out[lst.id] = (dict(d, broken=lst.broken_tool, error=None) if isinstance(d, dict)
-                       else {"sized": False, "bench": False, "broken": None, "error": d})
+                       else {"sized": False, "bench": False, "bench_n": None, "broken": None, "error": d})
     return out
 
 

@@ -168,7 +168,7 @@ def run_module(*args: str, timeout: int = 600, gpus: int = 1) -> subprocess.Comp
 
 def required_runs(listing: listings.Listing) -> set[str]:
     d = DESCRIPTIONS[listing.id]
-    return suite.required_runs(sized=d["sized"], bench=d["bench"],
+    return suite.required_runs(sized=d["sized"], bench=d["bench"], bench_n=d["bench_n"],
                                kernels=listings.launches_kernels(listing), broken_tool=d["broken"])
 
 

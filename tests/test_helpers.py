@@ -285,7 +285,7 @@ def test_parse_args_defaults_and_describe(capsys):
     with pytest.raises(SystemExit) as e:
         cli.parse_args(["--describe"], "doc", n=10, bench_n=99)
     assert e.value.code == 0
-    assert json.loads(capsys.readouterr().out) == {"sized": True, "bench": True}
+    assert json.loads(capsys.readouterr().out) == {"sized": True, "bench": True, "bench_n": 99}
     with pytest.raises(SystemExit) as e:
         cli.parse_args(["--n", "0"], "doc", n=10)
     assert e.value.code == 2

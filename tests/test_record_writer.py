@@ -18,11 +18,11 @@ ENV = {"gpu": "Test GPU", "compute_capability": "9.0", "sm_count": 132, "driver"
        "nvcc": "13.0, V13.0.88", "pycuda": "2026.1", "python": "3.12.3", "numpy": "2.5.2"}
 
 
-def _run_value(key, passed=True):
-    n = int(key[2:]) if key.startswith("n=") else None
+def _run_value(key, passed=True, bench_n=None):
+    n = int(key[2:]) if key.startswith("n=") else bench_n if key == "bench" else None
     c = check.CheckResult(name="c = a + b", n=n or 1, passed=passed, k=1, u=2**-24,
                           worst_ratio=0.5 if passed else 2.0, outside=0 if passed else 1)
-    argv = (["--n", str(n)] if n else ["--bench"] if key == "bench" else []) + ["--seed", "1"]
+    argv = (["--bench"] if key == "bench" else ["--n", str(n)] if n else []) + ["--seed", "1"]
     return {"argv": argv, "n": n, "seed": 1, "budget_ms": None, "passed": passed,
             "checks": [c.as_dict()], "benchmarks": [], "facts": {"x": 1} if key == "bench" else {},
             "environment": ENV, "wall_s": 0.1, "stdout": c.line() + "\n"}
@@ -36,7 +36,7 @@ def _stage_all(listing, passed=True):
                 if tool == "racecheck" else "========= ERROR SUMMARY: 0 errors"
             store(listing, key, {"tool": tool, "n": 1027, "passed": passed, "summary": summary, "wall_s": 1.0})
         else:
-            store(listing, key, _run_value(key, passed))
+            store(listing, key, _run_value(key, passed, DESCRIPTIONS[listing.id]["bench_n"]))
 
 
 def test_complete_listing_gets_a_consistent_record(tmp_path, monkeypatch):
@@ -77,7 +77,8 @@ def test_broken_listing_record(tmp_path, monkeypatch):
     assert fake.expectation == ("memcheck", "Invalid __global__ write")
     monkeypatch.setenv("CUDABOOK_STAGING", str(tmp_path / "staging"))
     monkeypatch.setenv("CUDABOOK_RESULTS", str(tmp_path / "results"))
-    monkeypatch.setitem(DESCRIPTIONS, fake.id, {"sized": True, "bench": False, "broken": "memcheck", "error": None})
+    monkeypatch.setitem(DESCRIPTIONS, fake.id, {"sized": True, "bench": False, "bench_n": None,
+                                                "broken": "memcheck", "error": None})
     assert required_runs(fake) == {"broken:memcheck"}
     report = "========= Invalid __global__ write of size 4\n========= ERROR SUMMARY: 1 error"
     store(fake, "broken:memcheck", {"tool": "memcheck", "error": "Invalid __global__ write", "n": 1027,

@@ -5,6 +5,7 @@ and the field."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -240,10 +241,38 @@ def test_records_name_the_pinned_compiler():
 
 
 def test_required_runs():
-    assert suite.required_runs(sized=True, bench=True, kernels=True, broken_tool=None) == \
-        {f"n={n}" for n in suite.SIZES} | {f"sanitizer:{t}" for t in suite.SANITIZER_TOOLS} | {"bench"}
-    assert suite.required_runs(sized=False, bench=False, kernels=False, broken_tool=None) == {"run"}
-    assert suite.required_runs(sized=True, bench=False, kernels=True, broken_tool="racecheck") == {"broken:racecheck"}
+    every = {f"n={n}" for n in suite.SIZES} | {f"sanitizer:{t}" for t in suite.SANITIZER_TOOLS}
+    assert suite.required_runs(sized=True, bench=True, bench_n=1_000_003, kernels=True, broken_tool=None) == \
+        every | {"bench"}
+    # A --bench run at an odd size of 2**26 or more checks what the large size would: no large size.
+    assert suite.required_runs(sized=True, bench=True, bench_n=200_000_003, kernels=True, broken_tool=None) == \
+        every - {f"n={suite.LARGE}"} | {"bench"}
+    assert suite.required_runs(sized=False, bench=False, bench_n=None, kernels=False, broken_tool=None) == {"run"}
+    assert suite.required_runs(sized=True, bench=False, bench_n=None, kernels=True,
+                               broken_tool="racecheck") == {"broken:racecheck"}
+
+
+@pytest.mark.parametrize(("bench_n", "large"), [(None, False), (2**26 - 1, False), (2**26, False),
+                                                (2**26 + 1, True), (2**27, False), (200_000_003, True)])
+def test_bench_stands_in_for_the_large_size_only_when_odd_and_far_beyond_the_l2(bench_n, large):
+    assert suite.bench_is_large(bench_n) is large
+    groups = suite.size_groups(bench_n)
+    assert (suite.LARGE in [n for g in groups for n in g]) is not large
+    assert groups[0] == suite.SIZE_GROUPS[0]
+
+
+def test_a_bench_run_standing_in_for_the_large_size_must_check_its_size():
+    """A record of a listing whose --bench run replaces the large size fails
+    the CPU check if that run checked a smaller size than its own."""
+    lst = next(x for x in LISTINGS if x.id == "first_kernel/add_vectorized")
+    desc = {"sized": True, "bench": True, "bench_n": 200_000_003}
+    assert suite.bench_is_large(desc["bench_n"])
+    rec = record.load(lst)
+    bench = rec.run("bench")
+    assert bench is not None
+    bench.checks = [dataclasses.replace(c, n=1_000_003) for c in bench.checks]
+    found = [p for p in record.problems(lst, rec, desc) if "stands in for" in p]
+    assert found and "add_vectorized.json: runs[" in found[0] and "must check n = 200000003" in found[0], found
 
 
 def test_size_groups_run_every_size_once():

@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass
 
 from . import listings, record
-from .gpu import find_nvcc
+from .gpu import WINDOWS, find_nvcc
 
 
 @dataclass
@@ -118,8 +118,7 @@ def diagnose(f: dict) -> list[Check]:
     """Judge the facts, in the order a reader should fix things."""
     checks: list[Check] = []
     if f.get("platform") == "win32":
-        checks.append(Check(False, "system", "native Windows: the book's code runs on Linux",
-                            "run it under WSL2 (NVIDIA's CUDA on WSL), or on Colab"))
+        checks.append(Check(False, "system", *WINDOWS))
     if not f.get("nvidia_smi"):
         checks.append(Check(False, "NVIDIA GPU", "nvidia-smi not found",
                             "install the NVIDIA driver (it ships nvidia-smi); on Colab choose a GPU runtime"))

@@ -267,10 +267,8 @@ def _compare_chunk(o, r, scale, ku: float, span: tuple[int, int], show: int, wor
     np.subtract(o[lo:hi], exp, out=diff)  # in float64, as out.astype(float64) - exp would be
     np.abs(diff, out=diff)
     if ku:
-        np.abs(exp, out=ratio)            # the bound, then (in place) the ratio
-        if scale is not None:
-            ratio += scale if isinstance(scale, float) else scale[lo:hi]
-        ratio *= ku
+        _bounds(ku, exp, scale if scale is None or isinstance(scale, float) else scale[lo:hi],
+                out=ratio)                # the bound, then (in place) the ratio
         with np.errstate(divide="ignore", invalid="ignore"):
             np.divide(diff, ratio, out=ratio)   # 0/0 (exact where the bound is 0) and NaN come out NaN
     else:
@@ -324,12 +322,22 @@ def _compare_chunk(o, r, scale, ku: float, span: tuple[int, int], show: int, wor
     return _Part(top, outside, nonfinite, err2, ref2, candidates)
 
 
-def _bound(ku: float, expected, scale) -> float:
-    """One element's bound, computed as the chunk's array of bounds is."""
-    b = np.abs(np.float64(expected))
+def _bounds(ku: float, expected, scale, out: np.ndarray) -> np.ndarray:
+    """Each element's bound, ku * (|expected| + scale), into `out` (float64).
+    The one formula for a chunk's bounds and for one element's (_bound)."""
+    np.abs(expected, out=out)
     if scale is not None:
-        b = b + np.float64(scale)
-    return float(b * ku) if ku else 0.0
+        out += scale
+    out *= ku
+    return out
+
+
+def _bound(ku: float, expected, scale) -> float:
+    """One element's bound, by the formula of the chunk's bounds."""
+    if not ku:
+        return 0.0
+    one = np.array([expected], dtype=np.float64)
+    return float(_bounds(ku, one, None if scale is None else np.float64(scale), out=one)[0])
 
 
 def expect(name: str, condition: bool, observed: str, n: int = 1) -> CheckResult:

@@ -99,14 +99,16 @@ def _driver_library() -> str | None:
     return why
 
 
+#: What a listing and `doctor` say on native Windows: what is wrong, and what to do.
+WINDOWS = ("native Windows: the book's code runs on Linux (it loads libcuda.so.1 and uses POSIX "
+           "file locks)", "run it under WSL2 (NVIDIA's CUDA on WSL), or on Colab")
+
+
 def _import_pycuda():
     """PyCUDA's driver module, or Unavailable naming what is missing first:
     Linux, the NVIDIA driver (no GPU here), then PyCUDA."""
     if sys.platform == "win32":
-        raise Unavailable(
-            "native Windows: the book's code runs on Linux (it loads libcuda.so.1 and uses POSIX "
-            "file locks); on Windows, run it under WSL2 (NVIDIA's CUDA on WSL), or on Colab"
-        )
+        raise Unavailable(f"{WINDOWS[0]}; on Windows, {WINDOWS[1]}")
     try:
         import pycuda  # noqa: F401
     except ImportError:

@@ -57,7 +57,8 @@ def parse_args(argv, doc: str | None, *, n: int | None = None, bench_n: int | No
                    help="print what this listing accepts, as JSON, and exit (used by the tests)")
     args = p.parse_args(argv)
     if args.describe:
-        print(json.dumps({"sized": n is not None, "bench": bench_n is not None}))
+        print(json.dumps({"sized": n is not None, "bench": bench_n is not None,
+                          "bench_n": bench_n if n is not None else None}))
         raise SystemExit(0)
     if n is not None and args.n is None:
         args.n = bench_n if getattr(args, "bench", False) and bench_n else n

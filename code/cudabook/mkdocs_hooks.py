@@ -43,7 +43,7 @@ from pathlib import Path
 
 from mkdocs.structure.files import File
 
-from cudabook import listings, plots, record
+from cudabook import listings, plots, record, suite
 from cudabook.listings import Listing
 
 log = logging.getLogger("mkdocs.plugins.cudabook")
@@ -367,7 +367,8 @@ def records_table(page) -> str:
     common = made[0] if len(made) == 1 else None
     head = (f"Every record below was made on **{common}**." if common else
             f"The records below were made on {len(made)} GPUs or days; each row says which.")
-    head += (" *Checked*: the sizes each listing ran at, and its worst element over all of"
+    head += (" *Checked*: the sizes each listing ran at (its `--bench` size among them where that"
+             " run stands in for the largest size), and its worst element over all of"
              " them as a share of that element's bound (1.00 is on the bound).")
     rows = ["| Listing | Status | Checked | Sanitizers | Result |", "|---|---|---|---|---|"]
     chapter = None
@@ -384,7 +385,9 @@ def records_table(page) -> str:
             continue
         if not common:
             mark += f"<br>{record.where_text(rec)}"
-        sizes = [r for r in rec.runs if r.key.startswith("n=")]
+        # A --bench run that stands in for the large size checked a size too.
+        large = suite.bench_is_large(rec.description.get("bench_n")) and rec.description.get("sized")
+        sizes = [r for r in rec.runs if r.key.startswith("n=") or (large and r.key == "bench")]
         checked = f"{len(sizes)} sizes" if sizes else ("1 run" if rec.run("run") else "—")
         if rec.worst_ratio is not None:
             checked += f" · {rec.worst_ratio:.2f}"

@@ -88,7 +88,7 @@ class Record:
     passed: bool
     date: str
     environment: dict
-    description: dict        # {"sized", "bench", "kernels"}: what the suite had to run
+    description: dict        # {"sized", "bench", "bench_n", "kernels"}: what the suite had to run
     runs: list[Run]
     sanitizer: dict[str, SanitizerRun]
     broken: Broken | None
@@ -253,11 +253,15 @@ def problems(listing: Listing, rec: Record, description: dict) -> list[str]:
     if rec.suite_hash != hashing.suite_hash(listing.root):
         out.append(f"{f}: suite_hash: the GPU suite changed since this record was made")
     kernels = listings.launches_kernels(listing)
-    want_desc = {"sized": description["sized"], "bench": description["bench"], "kernels": kernels}
+    want_desc = {"sized": description["sized"], "bench": description["bench"],
+                 "bench_n": description.get("bench_n"), "kernels": kernels}
     if rec.description != want_desc:
         out.append(f"{f}: description = {rec.description}, but the listing says {want_desc}")
     required = suite.required_runs(sized=description["sized"], bench=description["bench"],
-                                   kernels=kernels, broken_tool=listing.broken_tool)
+                                   bench_n=description.get("bench_n"), kernels=kernels,
+                                   broken_tool=listing.broken_tool)
+    bench_is_large = (description["sized"] and description["bench"]
+                      and suite.bench_is_large(description.get("bench_n")))
     have = {r.key for r in rec.runs} | {f"sanitizer:{t}" for t in rec.sanitizer} \
         | ({f"broken:{rec.broken.tool}"} if rec.broken else set())
     if have != required or len(rec.runs) != len({r.key for r in rec.runs}):
@@ -280,6 +284,10 @@ def problems(listing: Listing, rec: Record, description: dict) -> list[str]:
             out.append(f"{w}: n = {r.n}, argv = {r.argv}, but the run is {r.key}")
         if r.key == "bench" and "--bench" not in r.argv:
             out.append(f"{w}.argv = {r.argv} lacks --bench")
+        if r.key == "bench" and bench_is_large and not (
+                r.n == description.get("bench_n") and any(c.n == r.n for c in r.checks)):
+            out.append(f"{w}: n = {r.n}, checks at n = {sorted({c.n for c in r.checks})}, but this run "
+                       f"stands in for n = {suite.LARGE} and must check n = {description.get('bench_n')}")
         if r.passed != (bool(r.checks) and all(c.passed for c in r.checks)):
             out.append(f"{w}.passed = {r.passed}, but its checks say otherwise")
         for j, c in enumerate(r.checks):
@@ -376,7 +384,7 @@ def build(listing: Listing, staged: dict[str, dict], description: dict) -> Recor
         hash=hashing.content_hash(listing), suite_hash=hashing.suite_hash(listing.root),
         passed=bool(everything) and all(everything), date=utc_now(), environment=env or {},
         description={"sized": description["sized"], "bench": description["bench"],
-                     "kernels": listings.launches_kernels(listing)},
+                     "bench_n": description["bench_n"], "kernels": listings.launches_kernels(listing)},
         runs=runs, sanitizer=sanitizer, broken=broken, command=COMMAND)
 
 

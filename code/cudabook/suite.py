@@ -5,7 +5,9 @@ and by the CPU check that a record is complete (record.py):
 
 - a listing with a size runs at every size in SIZES, a listing without one
   runs once ("run"); the sizes of one group in SIZE_GROUPS run in one process
-  (tests/run_sizes.py), each with a seed of its own;
+  (tests/run_sizes.py), each with a seed of its own. A listing whose --bench
+  run already checks an awkward size far beyond the L2 (bench_is_large)
+  skips the large size: its bench run does that job;
 - a listing that launches a kernel of the book's (its own .cu, or one it
   imports) also runs under each compute-sanitizer tool, at SANITIZER_N;
 - a listing with --bench also runs with --bench ("bench");
@@ -36,6 +38,14 @@ SIZES = (1, 31, 32, 33, 1_000_003, 2**27 + 7)
 #: The small sizes share a process (a CUDA context costs more than their
 #: work); the large one, seconds of work, runs beside them in its own.
 SIZE_GROUPS = ((1, 31, 32, 33, 1_000_003), (2**27 + 7,))
+LARGE = SIZES[-1]
+#: A --bench run checks its answer at its own size (record.py sees to it).
+#: At an odd size of at least this many elements (a float32 array of 256
+#: MiB, over four times the H200's L2 of 60 MiB) it is awkward and far
+#: beyond the L2, as LARGE is, so it does LARGE's job and the listing skips
+#: LARGE: the same check twice cost the suite seconds of host memory
+#: traffic in every big check beside it.
+BENCH_AS_LARGE = 2**26
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 #: Small (instrumented kernels are slow), but more than four blocks of 256
 #: with a partial last block, and a float4 tail of 3.
@@ -43,11 +53,24 @@ SANITIZER_N = 1027
 SUITE_FILES = ("code/cudabook/suite.py", "tests/test_gpu.py", "tests/gpu_harness.py", "tests/run_sizes.py")
 
 
-def required_runs(*, sized: bool, bench: bool, kernels: bool, broken_tool: str | None) -> set[str]:
+def bench_is_large(bench_n: int | None) -> bool:
+    """Does a --bench run at bench_n elements stand in for LARGE: an odd
+    size of at least BENCH_AS_LARGE?"""
+    return bench_n is not None and bench_n >= BENCH_AS_LARGE and bench_n % 2 == 1
+
+
+def size_groups(bench_n: int | None) -> tuple[tuple[int, ...], ...]:
+    """The groups of sizes a sized listing runs at, given its --bench size
+    (None without --bench)."""
+    return tuple(g for g in SIZE_GROUPS if not (g == (LARGE,) and bench_is_large(bench_n)))
+
+
+def required_runs(*, sized: bool, bench: bool, bench_n: int | None, kernels: bool,
+                  broken_tool: str | None) -> set[str]:
     """The keys of the runs a complete record has."""
     if broken_tool:
         return {f"broken:{broken_tool}"}
-    keys = {f"n={n}" for n in SIZES} if sized else {"run"}
+    keys = {f"n={n}" for g in size_groups(bench_n if bench else None) for n in g} if sized else {"run"}
     if kernels:
         keys |= {f"sanitizer:{t}" for t in SANITIZER_TOOLS}
     if bench:
