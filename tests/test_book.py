@@ -310,6 +310,17 @@ def test_matmul_tc_puts_this_record_against_the_earlier_ones():
     facts, text = _facts_and_chapter_text("matmul_tc/tc_gemm")
     ours, cublas = facts["tc_mma_pipelined_8192_tflops"], facts["cublas_8192_tflops"]
     at4096 = facts["tc_mma_pipelined_4096_tflops"]
+    said = "That is close to cuBLAS's rate"     # the ceiling of about 714 TFLOP/s worked out in the chapter
+    assert said in text and 0.9 * 714 < cublas < 1.1 * 714, f"cuBLAS at {cublas:.0f} TFLOP/s: the chapter says {said!r}"
+    wg = _facts("matmul_tc/wgmma_gemm")
+    smaller = wg["wgmma_gemm_4096_of_cublas"] > wg["wgmma_gemm_8192_of_cublas"]
+    _says_exactly_what_holds(text, {
+        # The nine records before this one had cuBLAS at 678 to 700 TFLOP/s at 8192 in wgmma_gemm's run.
+        "in this one it was a little smaller, with cuBLAS faster at 8192 than in any of them":
+            smaller and wg["cublas_8192_tflops"] > 700.2,
+        "in this one it was larger too": not smaller,
+    }, "matmul_tc", f"wgmma_gemm at {wg['wgmma_gemm_4096_of_cublas']:.3f} of cuBLAS at 4096 and "
+                    f"{wg['wgmma_gemm_8192_of_cublas']:.3f} at 8192, cuBLAS {wg['cublas_8192_tflops']:.0f} TFLOP/s")
     _says_exactly_what_holds(text, {
         "This one missed it with our rung inside its earlier range": not facts["target_met"] and 296 <= ours <= 376,
         "and cuBLAS faster than in any of them": cublas > 764,
@@ -329,6 +340,46 @@ def test_ram_vram_exercise_2_puts_its_saving_against_the_earlier_ones():
         "The one on this page measured a larger saving than any of them, and still about a third of the "
         "saving from pinned memory.": pageable > 0.124 and 0.28 < pageable / pinned < 0.4,
     }, "ram_vram", f"pageable saved {pageable:+.1%}, pinned {pinned:+.1%}")
+
+
+def test_global_memory_exercise_1_ranks_the_offset_of_four_as_the_record_does():
+    """Global memory's exercise 1 says what the offset of four float2s cost
+    beside the offsets of one and two: the words must match the record."""
+    facts, text = _facts_and_chapter_text("global_memory/ex1_float2_sectors")
+    gbs = {r["offset"]: r["gbs"] for r in facts["rows"] if r["stride"] == 1}
+    level = abs(gbs[4] - gbs[2]) < 0.01 * gbs[2]
+    _says_exactly_what_holds(text, {
+        "it cost less than the offsets of one and two.": gbs[4] > max(gbs[1], gbs[2]),
+        "it cost about as much as the offset of two, and more than the offset of one.":
+            level and gbs[4] < gbs[1],
+    }, "global_memory", f"GB/s by offset {gbs}")
+
+
+def test_caches_says_how_close_the_two_kernels_read_from_hbm():
+    """Caches says that from 80 MiB on the two kernels read within about 2%
+    of each other, read_sum_l2 a little behind: every size of the record from
+    80 MiB on must bear that out."""
+    facts, text = _facts_and_chapter_text("caches/read_staircase")
+    said = "From 80 MiB on, the two kernels read within about 2% of each other (`read_sum_l2`, whose loop is " \
+           "not unrolled, a little behind)"
+    assert said in text, f"chapters/caches/index.md no longer says {said!r}; update this test"
+    rows = [r for r in facts["sweep"] if r["bytes"] >= 80 << 20]
+    gaps = [1 - r["read_sum_l2_gbs"] / r["read_sum_gbs"] for r in rows]
+    assert rows and all(0 <= g < 0.03 for g in gaps), f"read_sum_l2 behind read_sum by {gaps}: {said!r}"
+
+
+def test_attention_exercise_2_says_which_way_the_order_moved():
+    """Attention's exercise 2 says which way the longest-first order moved
+    the time at each length, and that at S = 4096 the gain exceeded the 1%
+    the reckoning predicted: the words must match the record."""
+    facts, text = _facts_and_chapter_text("attention/ex2_block_order")
+    g1, g4 = facts["gain_s1024"], facts["gain_s4096"]
+    _says_exactly_what_holds(text, {
+        "the longest first was a little faster at both lengths.": 1 < g1 < 1.05 and 1 < g4 < 1.05,
+        ("and in opposite directions: the longest first was a little slower at \\(S = 1024\\) and a little "
+         "faster at \\(S = 4096\\)."): 0.95 < g1 < 1 < g4 < 1.05,
+        "at \\(S = 4096\\) the gain was more than that.": g4 > 1.01,
+    }, "attention", f"gains {g1:.4f} at S = 1024 and {g4:.4f} at S = 4096")
 
 
 def test_roofline_corner_is_the_lowest_rung():
@@ -381,6 +432,7 @@ def test_transformer_compares_its_three_runs_as_the_records_do():
         return sum(v for k, v in long.items() if k.startswith(f"t{t}_torch_step_") and k.endswith("_ms"))
 
     share1024 = long_steps(1024) / long["t1024_eager_ms"]
+    mma = [block["ours_mma_ms"], one["b8_ours_mma_ms"], long["t1024_ours_mma_ms"]]   # rung 4's products
     # The measurement the project set the target against, on an H200: the eager block took 0.416 ms.
     above = sum(t > 0.416 for t in runs["eager"])
     assert ours and (eager or eager_two), (
@@ -404,6 +456,14 @@ def test_transformer_compares_its_three_runs_as_the_records_do():
         "At 256 and 4,096 tokens, moments before and after in that process, the eager block took no longer "
         "than its eight steps.": three_longer and all(long[f"t{t}_eager_ms"] <= long_steps(t) for t in (256, 4096)),
         "longer than in any run of this record.": above == 0,
+        "finds no sign that it did, in any of the three runs": eager,
+        "finds a sign that it did in one of the three runs that time the block at \\(B = 8\\), exercise 3's":
+            three_longer and 0.7 < share1024 < 0.8,
+        "With rung 4's products the block would have missed the target in all three runs":
+            all(e / m < 0.6 for e, m in zip(runs["eager"], mma)),
+        ("With rung 4's products the block would have missed the target in the chapter's run and in "
+         "exercise 2's, and met it only in exercise 3's, where the eager block was slow"):
+            [e / m >= 0.6 for e, m in zip(runs["eager"], mma)] == [False, False, True],
         "longer than in two runs of this record, and less than in exercise 3's.":
             above == 1 and runs["eager"][2] > 0.416,
         "add up to about what its block took there.": abs(steps8 - main) < 0.1 * main,
@@ -431,8 +491,15 @@ def test_transformer_compares_its_three_runs_as_the_records_do():
         "The steps add up to less than half of the block's time.": share < 0.45,
         "The steps add up to about half of the block's time.": 0.45 <= share <= 0.6,
     }, "transformer", f"at B = 1 the eager block at {one['b1_eager_ms']:.3f} ms, its steps at {steps:.3f} ms")
+    ours_steps = one["b1_steps_sum_ms"] / steps
+    c_fc = one["b1_step_c_fc_ms"] / (one["b1_torch_step_c_fc_ms"])
+    closest = min(("c_attn", "c_fc", "c_proj", "c_proj2"),
+                  key=lambda k: one[f"b1_step_{k}_ms"] / one[f"b1_torch_step_{k}_ms"])
     for words, true in (("it still took far more than an eighth of that time",
-                         one["b1_eager_ms"] > 3 * one["b8_eager_ms"] / 8),):
+                         one["b1_eager_ms"] > 3 * one["b8_eager_ms"] / 8),
+                        ("And our steps add up to about twice PyTorch's.", 1.8 < ours_steps < 2.2),
+                        ("`c_fc` came closest, about two fifths slower than PyTorch's product and GELU",
+                         closest == "c_fc" and 1.3 < c_fc < 1.5)):
         assert words in text and true, (
             f"at B = 1 the eager block took {one['b1_eager_ms']:.3f} ms, its steps {steps:.3f} ms, and at "
             f"B = 8 {one['b8_eager_ms']:.3f} ms: the chapter says {words!r}")
