@@ -7,8 +7,10 @@ of the site the GPU job built from its own records."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -19,7 +21,10 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 
 @pytest.mark.parametrize("wf", WORKFLOWS, ids=lambda p: p.name)
 def test_workflow_is_valid(wf):
-    exe = shutil.which("check-jsonschema")
+    # Beside this Python first: a virtual environment's tools are there even
+    # when it was not activated (`.venv/bin/python -m pytest`).
+    exe = shutil.which("check-jsonschema", path=os.pathsep.join([os.path.dirname(sys.executable),
+                                                                os.environ.get("PATH", "")]))
     assert exe, "check-jsonschema not found: pip install -e \".[dev]\""
     r = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", str(wf)],
                        capture_output=True, text=True, timeout=120)
