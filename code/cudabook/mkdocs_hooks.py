@@ -386,7 +386,7 @@ def records_table(page) -> str:
         if not common:
             mark += f"<br>{record.where_text(rec)}"
         # A --bench run that stands in for the large size checked a size too.
-        large = suite.bench_is_large(rec.description.get("bench_n")) and rec.description.get("sized")
+        large = suite.bench_is_large(rec.description.get("bench_n"))   # set only for a sized --bench
         sizes = [r for r in rec.runs if r.key.startswith("n=") or (large and r.key == "bench")]
         checked = f"{len(sizes)} sizes" if sizes else ("1 run" if rec.run("run") else "—")
         if rec.worst_ratio is not None:

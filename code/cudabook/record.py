@@ -260,8 +260,7 @@ def problems(listing: Listing, rec: Record, description: dict) -> list[str]:
     required = suite.required_runs(sized=description["sized"], bench=description["bench"],
                                    bench_n=description.get("bench_n"), kernels=kernels,
                                    broken_tool=listing.broken_tool)
-    bench_is_large = (description["sized"] and description["bench"]
-                      and suite.bench_is_large(description.get("bench_n")))
+    bench_is_large = suite.bench_is_large(description.get("bench_n"))   # set only for a sized --bench
     have = {r.key for r in rec.runs} | {f"sanitizer:{t}" for t in rec.sanitizer} \
         | ({f"broken:{rec.broken.tool}"} if rec.broken else set())
     if have != required or len(rec.runs) != len({r.key for r in rec.runs}):
