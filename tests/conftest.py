@@ -84,7 +84,10 @@ def _descriptions() -> dict[str, dict]:
     processes before its first test). A listing that cannot even describe
     itself is still collected, so that its tests fail and say why instead
     of the whole session failing to start."""
-    got = once_per_run("descriptions", lambda: listings.describe_all(LISTINGS, env=_pycache_env()))
+    # Keyed by the listings too: a listing added since, in a run or staging
+    # folder named again by hand, is described instead of missing.
+    ids = hashlib.sha256(",".join(sorted(lst.id for lst in LISTINGS)).encode()).hexdigest()[:8]
+    got = once_per_run(f"descriptions-{ids}", lambda: listings.describe_all(LISTINGS, env=_pycache_env()))
     out = {}
     for lst in LISTINGS:
         d = got.get(lst.id) or f"{lst.id} was not described"

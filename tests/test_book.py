@@ -57,8 +57,15 @@ def test_every_include_resolves_to_a_file_and_section(page, include):
     assert f.is_file(), f"{page}: {path} does not exist"
     if section:
         text = f.read_text()
-        assert f"--8<-- [start:{section}]" in text and f"--8<-- [end:{section}]" in text, \
-            f"{page}: {path} has no section '{section}'"
+        starts = re.findall(r"--8<-- \[start:([\w-]+)\]", text)
+        ends = re.findall(r"--8<-- \[end:([\w-]+)\]", text)
+        if section in starts and section in ends:
+            return
+        unmatched = sorted(set(starts) ^ set(ends))
+        pytest.fail(f"{page}: {path} has no section '{section}'"
+                    + (f" ({'start' if section in starts else 'end'} marker only)" if section in starts + ends else "")
+                    + f"; its sections: {', '.join(sorted(set(starts) & set(ends))) or 'none'}"
+                    + (f"; markers without their pair: {', '.join(unmatched)}" if unmatched else ""), pytrace=False)
 
 
 @pytest.mark.parametrize("page", CHAPTER_PAGES, ids=lambda p: p.parent.name)
@@ -72,6 +79,55 @@ def test_chapters_include_code_rather_than_paste_it(page):
         lines = [ln for ln in body.splitlines() if ln.strip()]
         assert lines and all(INCLUDE.match(ln) for ln in lines), \
             f"{page.name}: a ```{lang} block holds pasted code; include it from code/ instead:\n{body[:300]}"
+
+
+EXERCISES = [lst for lst in LISTINGS if re.match(r"ex\d+_", lst.name)]
+
+
+@pytest.mark.parametrize("listing", EXERCISES, ids=lambda lst: lst.id)
+def test_exercise_solutions_are_shown_collapsed(listing):
+    """A solution listing is included inside a `??? success` admonition of
+    its chapter (CONTRIBUTING.md, 'Exercise solutions'), so that a reader
+    tries the exercise before seeing the answer."""
+    page = ROOT / "chapters" / listing.chapter / "index.md"
+    lines = page.read_text().splitlines()
+    wanted = {listing.rel(f) for f in listing.files}
+    for i, line in enumerate(lines):
+        m = INCLUDE.match(line)
+        if not m or m.group(1).split(":")[0] not in wanted:
+            continue
+        opener = next((lines[j] for j in range(i - 1, -1, -1)
+                       if lines[j].strip() and not lines[j].startswith((" ", "\t"))), "")
+        assert opener.startswith("??? success"), (
+            f"chapters/{listing.chapter}/index.md: {listing.id} is an exercise solution, shown outside "
+            f"a collapsed admonition (under {opener[:60]!r}); indent its include under "
+            f'??? success "Solution" (CONTRIBUTING.md, \'Exercise solutions\')')
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES, ids=lambda p: p.parent.name)
+def test_every_rec_reference_names_a_value(page, caplog):
+    """Each [[rec:<listing>:<value>]] in a chapter names a listing and a value
+    its record has: the build would print "(unknown)" in the prose. (A
+    listing without a record is the freshness check's to report.)"""
+    from cudabook import mkdocs_hooks
+
+    class Page:
+        class file:
+            src_uri = page.relative_to(ROOT).as_posix()
+
+    known = {lst.id for lst in LISTINGS}
+    bad = []
+    for m in mkdocs_hooks.FIELD.finditer(page.read_text()):
+        listing_id, name, spec = m.groups()
+        if listing_id not in known:
+            bad.append(f"{m.group(0)}: there is no listing {listing_id}")
+            continue
+        caplog.clear()
+        value = mkdocs_hooks.field(listing_id, name, Page, spec)
+        if value == "(unknown)":
+            said = "; ".join(r.getMessage().split("]]: ", 1)[-1] for r in caplog.records) or "unknown"
+            bad.append(f"{m.group(0)}: {said}")
+    assert not bad, f"{Page.file.src_uri}:\n  " + "\n  ".join(bad)
 
 
 def test_fence_scanner_finds_blocks():
@@ -105,7 +161,10 @@ def test_site_builds_strict(tmp_path):
     """What readers get: the whole site, with every warning an error."""
     r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
                        capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
+    if r.returncode != 0:          # what mkdocs warned of first, then its whole log
+        warned = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith(("WARNING", "ERROR"))]
+        pytest.fail("mkdocs build --strict failed:\n" + "\n".join(warned)
+                    + "\n\n--- the whole log ---\n" + r.stdout + r.stderr, pytrace=False)
     page = (tmp_path / "site" / "chapters" / "first_kernel" / "index.html").read_text()
     assert page.count('class="cb-record cb-current"') == len([lst for lst in LISTINGS if lst.chapter == "first_kernel"])
     assert "cb-stale" not in page

@@ -7,6 +7,7 @@ import ast
 import importlib.util
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -29,9 +30,19 @@ def test_layout(listing):
     tree = ast.parse(listing.py.read_text())
     doc = ast.get_docstring(tree)
     assert doc and "Run:" in doc, f"{listing.id}: the docstring must say what it shows and how to run it"
-    names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    assert "main" in names, f"{listing.id}: needs main(argv) -> int"
-    assert 'if __name__ == "__main__"' in listing.py.read_text()
+    main = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+    assert main, f"{listing.id}: needs main(argv) -> int"
+    params = main[-1].args
+    assert params.posonlyargs or params.args, (
+        f"{listing.id}: main takes the command-line arguments: def main(argv=None) -> int "
+        f"(the companion notebook calls main([]), and cb.parse_args(argv, ...) reads them)")
+    assert 'if __name__ == "__main__"' in listing.py.read_text(), (
+        f"{listing.id}: end with\n\nif __name__ == \"__main__\":\n    sys.exit(cb.run(main))")
+    exercise = re.match(r"ex(\d+)_", listing.name)
+    if exercise:
+        assert doc.startswith(f"Solution to exercise {exercise.group(1)}"), (
+            f"{listing.id}: an exercise solution's docstring starts \"Solution to exercise "
+            f"{exercise.group(1)}: ...\" (CONTRIBUTING.md, 'Exercise solutions')")
     if listing.cu is not None:
         src = listing.cu.read_text()
         assert 'extern "C"' in src, f"{listing.cu.name}: declare kernels extern \"C\""

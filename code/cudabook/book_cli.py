@@ -203,6 +203,15 @@ def run_listing(name: str, args: list[str]) -> int:
     return subprocess.call([sys.executable, str(matches[0].py), *args])
 
 
+def cpu_check_command(chapter: str, name: str) -> str:
+    """The CPU checks of one new listing (CONTRIBUTING.md, step 4): the tests
+    whose ids name it or its chapter, and the orphan check, whose id names
+    neither. The site build is left out (it needs the record)."""
+    return (f'python -m pytest -q tests/test_listings.py tests/test_compile.py tests/test_book.py '
+            f'tests/test_records.py -k "{name} or {chapter} or orphan" '
+            f'--deselect tests/test_book.py::test_site_builds_strict')
+
+
 def new_listing(chapter: str, name: str, root=None) -> int:
     """Write code/<chapter>/<name>.cu and .py from the templates and print the
     include to paste into chapters/<chapter>/index.md. Everything else (tests,
@@ -210,6 +219,7 @@ def new_listing(chapter: str, name: str, root=None) -> int:
     freshness gate fails until it has been run on a GPU."""
     from pathlib import Path
 
+    root_given = root
     root = Path(root) if root else listings.ROOT
     for what, value in (("chapter", chapter), ("listing", name)):
         if not value.isidentifier():
@@ -221,35 +231,49 @@ def new_listing(chapter: str, name: str, root=None) -> int:
         if value == listings.HELPER_PACKAGE:
             print(f"{what} {value!r}: that name is the helper package's", file=sys.stderr)
             return 2
+    if root_given is None and not Path.cwd().resolve().is_relative_to(root.resolve()):
+        # Checked before writing anything: an environment installed from one
+        # clone would otherwise scaffold into that clone, not the one you are in.
+        print(f"this Python's cudabook comes from {root}, not from the folder you are in "
+              f"({Path.cwd()}), so `new` would write there. Run it from that checkout, or from "
+              f"yours with PYTHONPATH=code (or after pip install -e \".[dev]\" in yours)", file=sys.stderr)
+        return 2
+    exercise = re.match(r"ex(\d+)_", name)
     if name.startswith("broken_"):
         print(f"note: give {name}'s docstring the Expect: line a broken listing needs "
               "(CONTRIBUTING.md, 'A deliberately broken listing')", file=sys.stderr)
-    elif re.match(r"ex\d+_", name):
-        print(f"note: start {name}'s docstring 'Solution to exercise N: ...' and mark the part the chapter "
-              "shows as a 'solution' section (CONTRIBUTING.md, 'Exercise solutions')", file=sys.stderr)
+    elif exercise:
+        print(f"note: {name} is the solution to exercise {exercise.group(1)}: its docstring starts "
+              f"'Solution to exercise {exercise.group(1)}: ...', its kernel is the section 'solution', "
+              "and the chapter shows it in a collapsed admonition (CONTRIBUTING.md, 'Exercise solutions')",
+              file=sys.stderr)
     code = root / "code" / chapter
     cu, py = code / f"{name}.cu", code / f"{name}.py"
     if cu.exists() or py.exists():
         print(f"{py} or {cu} exists already", file=sys.stderr)
         return 2
     templates = Path(__file__).with_name("templates")
-    fields = {"name": name, "chapter": chapter, "title": name.replace("_", " ").capitalize(),
+    section = "solution" if exercise else "kernel"
+    title = (f"Solution to exercise {exercise.group(1)}" if exercise
+             else name.replace("_", " ").capitalize())
+    fields = {"name": name, "chapter": chapter, "title": title, "section": section,
               "pad": " " * len(f'extern "C" __global__ void {name}(')}
     code.mkdir(parents=True, exist_ok=True)
     cu.write_text((templates / "listing.cu.tmpl").read_text().format(**fields))
     py.write_text((templates / "listing.py.tmpl").read_text().format(**fields))
     page = root / "chapters" / chapter / "index.md"
-    if not Path.cwd().resolve().is_relative_to(root.resolve()):
-        print(f"note: wrote into {root}, the checkout this Python's cudabook comes from, not the "
-              f"folder you are in (install from your clone: pip install -e \".[dev]\")", file=sys.stderr)
     print(f"wrote {cu.relative_to(root)} and {py.relative_to(root)} (in {root})")
-    print(f"\npaste into {page.relative_to(root)}{'' if page.exists() else ' (create it, and add it to nav in mkdocs.yml)'}:\n")
-    print(f'```cuda title="code/{chapter}/{name}.cu"\n--8<-- "code/{chapter}/{name}.cu:kernel"\n```\n')
-    print(f'```python title="code/{chapter}/{name}.py"\n--8<-- "code/{chapter}/{name}.py:launch"\n```\n')
-    print(f"<!-- cudabook:output {chapter}/{name} bench -->\n")
+    print(f"\npaste into {page.relative_to(root)}{'' if page.exists() else ' (create it, and add it to nav in mkdocs.yml)'}"
+          f"{', under exercise ' + exercise.group(1) if exercise else ''}:\n")
+    blocks = [f'```cuda title="code/{chapter}/{name}.cu"\n--8<-- "code/{chapter}/{name}.cu:{section}"\n```',
+              f'```python title="code/{chapter}/{name}.py"\n--8<-- "code/{chapter}/{name}.py:launch"\n```',
+              f"<!-- cudabook:output {chapter}/{name} bench -->"]
+    if exercise:
+        blocks = ['??? success "Solution"\n    Why the answer is what it is, in a few sentences.'] + [
+            "\n".join("    " + line for line in b.splitlines()) for b in blocks]
+    print("\n\n".join(blocks) + "\n")
     print("check it on the CPU (CONTRIBUTING.md, step 4; its record's check fails until a GPU has run it):")
-    print(f'  python -m pytest -q tests/test_listings.py tests/test_compile.py tests/test_book.py tests/test_records.py '
-          f'-k "{name} or {chapter}" --deselect tests/test_book.py::test_site_builds_strict')
+    print(f"  {cpu_check_command(chapter, name)}")
     print("then, on a GPU machine: REQUIRE_GPU=1 python -m cudabook verify --stale")
     print(f"and commit code/{chapter}/{name}.*, results/{chapter}/{name}.json and chapters/{chapter}/{chapter}.ipynb")
     return 0

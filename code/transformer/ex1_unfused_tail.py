@@ -1,4 +1,4 @@
-"""Exercise 1: what fusing the tail into the product saves.
+"""Solution to exercise 1: what fusing the tail into the product saves.
 
 The MLP's first product of a GPT-2 small block, gelu(a @ W^T + b) with
 a (B T) x C and W^T C x 4C, two ways: gemm_gelu (the chapter's kernel, the

@@ -1,4 +1,4 @@
-"""Exercise 2: one sequence instead of eight.
+"""Solution to exercise 2: one sequence instead of eight.
 
 The same GPT-2 small block at B = 1, T = 1024: 1,024 rows instead of
 8,192. Every product still cuts C into tiles of a fixed size, one block

@@ -1,4 +1,4 @@
-"""Exercise 3: where the time goes as the sequence grows.
+"""Solution to exercise 3: where the time goes as the sequence grows.
 
 The GPT-2 small block with the number of tokens held at 8,192 (B T), and
 T = 256, 1024 and 4096 (B = 32, 8 and 2). The products and the
