@@ -5,6 +5,7 @@ their listings, and the site builds with --strict."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -42,11 +43,15 @@ def test_every_chapter_is_in_the_nav():
 def test_every_listing_is_included_by_a_chapter(listing):
     wanted = {listing.rel(f) for f in listing.files}
     used = {inc.split(":")[0] for _, inc in _includes()}
-    shown, kind, section = ((listing.rel(listing.cu), "cuda", "kernel") if listing.cu is not None
-                            else (listing.rel(listing.py), "python", "<section>"))
+    exercise = re.match(r"ex\d+_", listing.name)
+    shown, kind, section = ((listing.rel(listing.cu), "cuda", "solution" if exercise else "kernel")
+                            if listing.cu is not None
+                            else (listing.rel(listing.py), "python", "solution" if exercise else "<section>"))
+    block = f'```{kind} title="{shown}"\n--8<-- "{shown}:{section}"\n```'
+    if exercise:                                 # under its exercise, collapsed
+        block = '??? success "Solution"\n' + "\n".join("    " + ln for ln in block.splitlines())
     assert wanted & used, (
-        f"no chapter includes {listing.id}: add to chapters/{listing.chapter}/index.md\n"
-        f'```{kind} title="{shown}"\n--8<-- "{shown}:{section}"\n```\n'
+        f"no chapter includes {listing.id}: add to chapters/{listing.chapter}/index.md\n{block}\n"
         f"(a section is marked in the file by --8<-- [start:<name>] and [end:<name>] comments)")
 
 
@@ -84,6 +89,36 @@ def test_chapters_include_code_rather_than_paste_it(page):
 EXERCISES = [lst for lst in LISTINGS if re.match(r"ex\d+_", lst.name)]
 
 
+def _containers(lines: list[str], i: int) -> list[str]:
+    """The lines that contain line i, innermost first: each earlier line
+    indented less than everything after it (an admonition, a list item),
+    stripped."""
+    outer, depth = [], len(lines[i]) - len(lines[i].lstrip())
+    for j in range(i - 1, -1, -1):
+        here = len(lines[j]) - len(lines[j].lstrip())
+        if lines[j].strip() and here < depth:
+            outer.append(lines[j].strip())
+            depth = here
+    return outer
+
+
+def test_containers_see_an_admonition_inside_a_list_item():
+    md = ("## Exercises\n\n1.  Scale a vector.\n\n    ??? success \"Solution\"\n        Why.\n\n"
+          '        ```cuda title="x"\n        --8<-- "code/a/ex1_b.cu:solution"\n        ```\n')
+    lines = md.splitlines()
+    i = next(k for k, ln in enumerate(lines) if "--8<--" in ln)
+    assert _containers(lines, i) == ['??? success "Solution"', "1.  Scale a vector."]
+    assert _containers(["x", "--8<-- \"code/a/b.cu:k\""], 1) == []
+
+
+def test_malformed_rec_references_are_found_outside_code():
+    from cudabook import mkdocs_hooks
+
+    md = ("Ran at [[rec:ex4_saxpy:rate]] and [[rec:first_kernel/ex4_saxpy:rate]];\n"
+          "write `[[rec:<chapter>/<name>:rate]]`.\n\n```text\n[[rec:<chapter>/<name>:n]]\n```\n")
+    assert mkdocs_hooks.malformed_fields(md) == ["[[rec:ex4_saxpy:rate]]"]
+
+
 @pytest.mark.parametrize("listing", EXERCISES, ids=lambda lst: lst.id)
 def test_exercise_solutions_are_shown_collapsed(listing):
     """A solution listing is included inside a `??? success` admonition of
@@ -96,12 +131,13 @@ def test_exercise_solutions_are_shown_collapsed(listing):
         m = INCLUDE.match(line)
         if not m or m.group(1).split(":")[0] not in wanted:
             continue
-        opener = next((lines[j] for j in range(i - 1, -1, -1)
-                       if lines[j].strip() and not lines[j].startswith((" ", "\t"))), "")
-        assert opener.startswith("??? success"), (
-            f"chapters/{listing.chapter}/index.md: {listing.id} is an exercise solution, shown outside "
-            f"a collapsed admonition (under {opener[:60]!r}); indent its include under "
-            f'??? success "Solution" (CONTRIBUTING.md, \'Exercise solutions\')')
+        outer = _containers(lines, i)
+        if any(o.startswith("??? success") for o in outer):
+            continue
+        under = next((o for o in outer if not o.startswith(("```", "~~~"))), "the page itself")
+        pytest.fail(f"chapters/{listing.chapter}/index.md: {listing.id} is an exercise solution, shown "
+                    f"outside a collapsed admonition (under {under[:60]!r}); indent its include under "
+                    f'??? success "Solution" (CONTRIBUTING.md, \'Exercise solutions\')', pytrace=False)
 
 
 @pytest.mark.parametrize("page", CHAPTER_PAGES, ids=lambda p: p.parent.name)
@@ -115,9 +151,12 @@ def test_every_rec_reference_names_a_value(page, caplog):
         class file:
             src_uri = page.relative_to(ROOT).as_posix()
 
+    caplog.set_level(logging.INFO, logger=mkdocs_hooks.log.name)   # CUDABOOK_ALLOW_STALE logs at info
     known = {lst.id for lst in LISTINGS}
-    bad = []
-    for m in mkdocs_hooks.FIELD.finditer(page.read_text()):
+    text = page.read_text()
+    bad = [f"{left}: not [[rec:<chapter>/<listing>:<value>]] or [[rec:...|<format>]]"
+           for left in mkdocs_hooks.malformed_fields(text)]
+    for m in mkdocs_hooks.FIELD.finditer(text):
         listing_id, name, spec = m.groups()
         if listing_id not in known:
             bad.append(f"{m.group(0)}: there is no listing {listing_id}")
@@ -574,3 +613,15 @@ def test_transformer_compares_its_three_runs_as_the_records_do():
     }, "transformer", f"ours took {', '.join(f'{g:.2f}' for g in gap.values())} times the eager block's time "
                       f"at T = 256, 1024, 4096; at 1024 the eager block {long['t1024_eager_ms']:.3f} ms, "
                       f"its steps {long_steps(1024):.3f} ms")
+
+
+def test_a_format_that_does_not_apply_is_named_not_raised(caplog):
+    from cudabook import mkdocs_hooks
+
+    class Page:
+        class file:
+            src_uri = "chapters/first_kernel/index.md"
+
+    value = mkdocs_hooks.field("first_kernel/device_query", "facts.sm_count", Page, ".2ff")
+    assert value == "(unknown)"
+    assert "[[rec:first_kernel/device_query:facts.sm_count|.2ff]]" in caplog.text and "format" in caplog.text

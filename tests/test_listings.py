@@ -40,7 +40,7 @@ def test_layout(listing):
         f"{listing.id}: end with\n\nif __name__ == \"__main__\":\n    sys.exit(cb.run(main))")
     exercise = re.match(r"ex(\d+)_", listing.name)
     if exercise:
-        assert doc.startswith(f"Solution to exercise {exercise.group(1)}"), (
+        assert re.match(rf"Solution to exercise {exercise.group(1)}\b", doc), (
             f"{listing.id}: an exercise solution's docstring starts \"Solution to exercise "
             f"{exercise.group(1)}: ...\" (CONTRIBUTING.md, 'Exercise solutions')")
     if listing.cu is not None:

@@ -268,7 +268,13 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
             elif spec == "billion":
                 v = f"{v / 1e9:.2f} billion"
             elif spec:
-                v = format(v, spec)
+                try:
+                    v = format(v, spec)
+                except ValueError as e:
+                    log.warning(f"{page.file.src_uri}: [[rec:{listing_id}:{name}|{spec}]]: "
+                                f"the format {spec!r} does not apply ({e}); use %, billion, met or a "
+                                f"Python format spec such as .2f")
+                    return "(unknown)"
             else:
                 v = f"{v:,.0f}" if isinstance(v, float) else f"{v:,}"
     elif m := BENCH_FIELD.match(name):
@@ -427,6 +433,15 @@ def _doctor(page) -> str:
 BADGE = re.compile(r"<!-- cudabook:badge ([\w-]+/[\w-]+) -->")
 
 
+def malformed_fields(markdown: str) -> list[str]:
+    """The [[rec:...]] in prose that FIELD cannot read (a missing chapter, a
+    stray character): the build would show them as typed. Code (fenced or
+    inline), where the syntax is shown rather than used, does not count."""
+    prose = re.sub(r"^(\s*)(`{3,}|~{3,}).*?^\1\2\s*$", "", markdown, flags=re.M | re.S)
+    prose = re.sub(r"`[^`\n]*`", "", prose)
+    return [m.group(0) for m in re.finditer(r"\[\[rec:[^\]]*\]\]", prose) if not FIELD.fullmatch(m.group(0))]
+
+
 def on_page_markdown(markdown, page, config, files):
     markdown = BADGE.sub(lambda m: badge(_listing(m.group(1)), page), markdown)
     if "<!-- cudabook:doctor -->" in markdown:
@@ -435,6 +450,9 @@ def on_page_markdown(markdown, page, config, files):
     markdown = OUTPUT.sub(lambda m: _indent(_output(m.group(2), m.group(3), page), m.group(1)), markdown)
     markdown = add_badges(markdown, page)
     markdown = FIELD.sub(lambda m: field(m.group(1), m.group(2), page, m.group(3)), markdown)
+    for left in malformed_fields(markdown):
+        log.warning(f"{page.file.src_uri}: {left} is not [[rec:<chapter>/<listing>:<value>]] "
+                    f"or [[rec:...|<format>]]")
     if "<!-- cudabook:records-table -->" in markdown:
         markdown = markdown.replace("<!-- cudabook:records-table -->", records_table(page))
     return markdown
