@@ -47,6 +47,7 @@ HOST_BOUND_TIMINGS = False
 
 
 def load_kernels() -> dict:
+    tc_gemm.require_ampere("ex1_unfused_tail")
     module = cb.compile(KERNEL_FILE)
     return {"gemm_gelu": module.get_function("gemm_gelu").prepare("PPPPPiiiii"),
             "tc_mma_pipelined": module.get_function("tc_mma_pipelined").prepare("PPPiii"),
