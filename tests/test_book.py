@@ -222,6 +222,13 @@ def test_site_builds_strict(tmp_path):
     assert "[ok] tiny kernel" in running
 
 
+def test_running_page_clones_the_repository():
+    """docs/running.md's Colab commands fetch the book from where its
+    notebooks do (pyproject.toml's Repository)."""
+    text = (ROOT / "docs" / "running.md").read_text()
+    assert f"git clone --depth 1 {notebooks.repository()} /content/cudabook" in text
+
+
 def test_colab_links_point_at_the_repository():
     url = notebooks.colab_url("first_kernel")
     slug = notebooks.repository().removeprefix("https://github.com/")

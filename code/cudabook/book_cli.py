@@ -420,7 +420,8 @@ def main(argv=None) -> int:
     if cmd == "compare-records" and rest:
         band = float(rest[rest.index("--band") + 1]) if "--band" in rest else record.NOISE_BAND
         return compare_records(rest[0], band, facts="--facts" in rest)
-    print(__doc__, file=sys.stderr)
+    print(f"unknown command or arguments: python -m cudabook {' '.join(argv)}\n", file=sys.stderr)
+    print(__doc__.split("\n\n`doctor`")[0], file=sys.stderr)
     return 2
 
 
