@@ -35,7 +35,6 @@ BENCH = [(8, 16, 1024, 128), (8, 16, 4096, 128)]
 def load_kernels() -> dict:
     import pycuda.driver as cuda
 
-    flash_bf16.require_ampere("ex2_block_order")
     module = cb.compile(KERNEL_FILE)
     kernels = {}
     for name in (NATURAL, LONG_FIRST):

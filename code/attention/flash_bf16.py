@@ -42,7 +42,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook wh
 import cudabook as cb  # noqa: E402
 from cudabook.bf16 import from_bf16  # noqa: E402
 from attention import _ref  # noqa: E402
-from matmul_tc.tc_gemm import require_ampere  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 #: variant: (D, MT, BK): head dimension, m16 tiles of query rows a warp, keys a tile
@@ -76,7 +75,6 @@ def shared_bytes(name: str) -> int:
 def load_kernels() -> dict:
     import pycuda.driver as cuda
 
-    require_ampere("flash_bf16")
     module = cb.compile(KERNEL_FILE)
     kernels = {}
     for name in VARIANTS:

@@ -94,19 +94,7 @@ def bound_k(k_dim: int) -> float:
 UNALIGNED = "tc_mma_pipelined_unaligned"
 
 
-def require_ampere(what: str) -> None:
-    """Unavailable, with the reason, on a GPU older than compute capability
-    8.0 (Turing's T4, Colab's free GPU, among them): cp.async and the bf16
-    mma.sync of these kernels came with Ampere, and nvcc refuses them for
-    older targets."""
-    gpu = cb.init()
-    if gpu.compute_capability < (8, 0):
-        raise cb.Unavailable(f"{what} needs a GPU of compute capability 8.0 or newer (Ampere and later), "
-                             f"for cp.async and bf16 mma.sync; this {gpu.name} is {gpu.arch}")
-
-
 def load_kernels() -> dict:
-    require_ampere("tc_gemm")
     module = cb.compile(KERNEL_FILE)
     return {name: module.get_function(name).prepare("PPPiii") for name in (*RUNGS, UNALIGNED)}
 

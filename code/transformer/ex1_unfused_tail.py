@@ -47,7 +47,6 @@ HOST_BOUND_TIMINGS = False
 
 
 def load_kernels() -> dict:
-    tc_gemm.require_ampere("ex1_unfused_tail")
     module = cb.compile(KERNEL_FILE)
     return {"gemm_gelu": module.get_function("gemm_gelu").prepare("PPPPPiiiii"),
             "tc_mma_pipelined": module.get_function("tc_mma_pipelined").prepare("PPPiii"),

@@ -60,7 +60,7 @@ import cudabook as cb  # noqa: E402
 from cudabook.bf16 import from_bf16, to_bf16  # noqa: E402
 from attention import _ref, flash_bf16  # noqa: E402
 from matmul_tc import wgmma_gemm  # noqa: E402
-from matmul_tc.tc_gemm import bound_k, require_ampere  # noqa: E402
+from matmul_tc.tc_gemm import bound_k  # noqa: E402
 from softmax_norm import layernorm as ln  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
@@ -113,7 +113,6 @@ def load_kernels(products: str | None = None) -> dict:
     if products == "wgmma" and not hopper:
         raise cb.Unavailable(f"wgmma products need a compute capability 9.0 GPU; this {gpu.name} "
                              f"is {gpu.arch}")
-    require_ampere("gpt2_block")
     module = cb.compile(KERNEL_FILE, arch=HOPPER_ARCH if hopper else None)
     out = {"products": products or ("wgmma" if hopper else "mma")}
     for kind in (("mma", "wgmma") if hopper else ("mma",)):
