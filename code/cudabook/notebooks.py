@@ -27,12 +27,16 @@ from .listings import ROOT, Listing
 SETUP = '''\
 # Make the book's code importable. On Google Colab, first fetch the book and
 # install PyCUDA (Colab's GPU runtimes have the CUDA toolkit PyCUDA needs).
-import os, subprocess, sys
+# Safe to run again, and after a restart of the runtime.
+import importlib.util, os, subprocess, sys
 from pathlib import Path
-if "google.colab" in sys.modules and not Path("cudabook").exists():
-    subprocess.run(["git", "clone", "--depth", "1", "{repo}", "cudabook"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pycuda"], check=True)
-    os.chdir("cudabook")
+if "google.colab" in sys.modules:
+    book = Path("/content/cudabook")
+    if not (book / "code" / "cudabook").is_dir():
+        subprocess.run(["git", "clone", "--depth", "1", "{repo}", str(book)], check=True)
+    if importlib.util.find_spec("pycuda") is None:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pycuda"], check=True)
+    os.chdir(book)
 for up in [Path.cwd(), *Path.cwd().parents]:
     if (up / "code" / "cudabook").is_dir():
         sys.path.insert(0, str(up / "code"))
