@@ -9,11 +9,12 @@ import logging
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 from conftest import DESCRIPTIONS, LISTINGS, ROOT
 
-from cudabook import listings, notebooks, record
+from cudabook import listings, mkdocs_hooks, notebooks, record
 
 CHAPTER_PAGES = sorted((ROOT / "chapters").glob("*/index.md"))
 INCLUDE = re.compile(r'^\s*--8<--\s+"([^"]+)"\s*$', re.M)
@@ -43,7 +44,7 @@ def test_every_chapter_is_in_the_nav():
 def test_every_listing_is_included_by_a_chapter(listing):
     wanted = {listing.rel(f) for f in listing.files}
     used = {inc.split(":")[0] for _, inc in _includes()}
-    exercise = re.match(r"ex\d+_", listing.name)
+    exercise = listing.exercise is not None
     shown, kind, section = ((listing.rel(listing.cu), "cuda", "solution" if exercise else "kernel")
                             if listing.cu is not None
                             else (listing.rel(listing.py), "python", "solution" if exercise else "<section>"))
@@ -86,7 +87,12 @@ def test_chapters_include_code_rather_than_paste_it(page):
             f"{page.name}: a ```{lang} block holds pasted code; include it from code/ instead:\n{body[:300]}"
 
 
-EXERCISES = [lst for lst in LISTINGS if re.match(r"ex\d+_", lst.name)]
+def _page(src_uri: str):
+    """What mkdocs_hooks reads of an mkdocs page: its file's src_uri."""
+    return SimpleNamespace(file=SimpleNamespace(src_uri=src_uri))
+
+
+EXERCISES = [lst for lst in LISTINGS if lst.exercise is not None]
 
 
 def _containers(lines: list[str], i: int) -> list[str]:
@@ -112,8 +118,6 @@ def test_containers_see_an_admonition_inside_a_list_item():
 
 
 def test_malformed_rec_references_are_found_outside_code():
-    from cudabook import mkdocs_hooks
-
     md = ("Ran at [[rec:ex4_saxpy:rate]] and [[rec:first_kernel/ex4_saxpy:rate]];\n"
           "write `[[rec:<chapter>/<name>:rate]]`.\n\n```text\n[[rec:<chapter>/<name>:n]]\n```\n")
     assert mkdocs_hooks.malformed_fields(md) == ["[[rec:ex4_saxpy:rate]]"]
@@ -145,12 +149,7 @@ def test_every_rec_reference_names_a_value(page, caplog):
     """Each [[rec:<listing>:<value>]] in a chapter names a listing and a value
     its record has: the build would print "(unknown)" in the prose. (A
     listing without a record is the freshness check's to report.)"""
-    from cudabook import mkdocs_hooks
-
-    class Page:
-        class file:
-            src_uri = page.relative_to(ROOT).as_posix()
-
+    where = _page(page.relative_to(ROOT).as_posix())
     caplog.set_level(logging.INFO, logger=mkdocs_hooks.log.name)   # CUDABOOK_ALLOW_STALE logs at info
     known = {lst.id for lst in LISTINGS}
     text = page.read_text()
@@ -162,11 +161,11 @@ def test_every_rec_reference_names_a_value(page, caplog):
             bad.append(f"{m.group(0)}: there is no listing {listing_id}")
             continue
         caplog.clear()
-        value = mkdocs_hooks.field(listing_id, name, Page, spec)
+        value = mkdocs_hooks.field(listing_id, name, where, spec)
         if value == "(unknown)":
             said = "; ".join(r.getMessage().split("]]: ", 1)[-1] for r in caplog.records) or "unknown"
             bad.append(f"{m.group(0)}: {said}")
-    assert not bad, f"{Page.file.src_uri}:\n  " + "\n  ".join(bad)
+    assert not bad, f"{where.file.src_uri}:\n  " + "\n  ".join(bad)
 
 
 def test_fence_scanner_finds_blocks():
@@ -256,13 +255,12 @@ MEASURED = re.compile(_NUM + r"\s*(?:GB/s|TB/s|MB/s|ms|µs|us|ns)\b"
                       + "|" + _NUM + r"\s?[×x](?![\w])(?!\s*[\d⟨(])"
                       + "|" + _NUM + r"\s*%\s+of\s+(?:the\s+)?(?:copy|peak|nominal|ceiling|link|HBM|bandwidth|torch|its)")
 _NOT_PROSE = [re.compile(p, re.S) for p in (
-    r"<!--.*?-->", r"`[^`\n]*`", r"\\\(.*?\\\)", r"\\\[.*?\\\]", r"\$[^$\n]+\$",
+    r"<!--.*?-->", mkdocs_hooks.INLINE_CODE.pattern, r"\\\(.*?\\\)", r"\\\[.*?\\\]", r"\$[^$\n]+\$",
     r'<span class="cb-given">.*?</span>', r"\]\([^)]*\)")]
-_FENCED = re.compile(r"^(\s*)(```+|~~~+).*?^\1\2\s*$", re.M | re.S)
 
 
 def typed_measurements(markdown: str) -> list[str]:
-    text = _FENCED.sub("", markdown)
+    text = mkdocs_hooks.FENCED_BLOCK.sub("", markdown)
     text = re.sub(r"\[\[rec:[^\]]+\]\]", "⟨rec⟩", text)
     for p in _NOT_PROSE:
         text = p.sub(" ", text)
@@ -623,12 +621,7 @@ def test_transformer_compares_its_three_runs_as_the_records_do():
 
 
 def test_a_format_that_does_not_apply_is_named_not_raised(caplog):
-    from cudabook import mkdocs_hooks
-
-    class Page:
-        class file:
-            src_uri = "chapters/first_kernel/index.md"
-
-    value = mkdocs_hooks.field("first_kernel/device_query", "facts.sm_count", Page, ".2ff")
+    page = _page("chapters/first_kernel/index.md")
+    value = mkdocs_hooks.field("first_kernel/device_query", "facts.sm_count", page, ".2ff")
     assert value == "(unknown)"
     assert "[[rec:first_kernel/device_query:facts.sm_count|.2ff]]" in caplog.text and "format" in caplog.text

@@ -38,11 +38,10 @@ def test_layout(listing):
         f"(the companion notebook calls main([]), and cb.parse_args(argv, ...) reads them)")
     assert 'if __name__ == "__main__"' in listing.py.read_text(), (
         f"{listing.id}: end with\n\nif __name__ == \"__main__\":\n    sys.exit(cb.run(main))")
-    exercise = re.match(r"ex(\d+)_", listing.name)
-    if exercise:
-        assert re.match(rf"Solution to exercise {exercise.group(1)}\b", doc), (
+    if listing.exercise is not None:
+        assert re.match(rf"Solution to exercise {listing.exercise}\b", doc), (
             f"{listing.id}: an exercise solution's docstring starts \"Solution to exercise "
-            f"{exercise.group(1)}: ...\" (CONTRIBUTING.md, 'Exercise solutions')")
+            f"{listing.exercise}: ...\" (CONTRIBUTING.md, 'Exercise solutions')")
     if listing.cu is not None:
         src = listing.cu.read_text()
         assert 'extern "C"' in src, f"{listing.cu.name}: declare kernels extern \"C\""

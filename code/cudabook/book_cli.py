@@ -219,7 +219,13 @@ def new_listing(chapter: str, name: str, root=None) -> int:
     freshness gate fails until it has been run on a GPU."""
     from pathlib import Path
 
-    root_given = root
+    if root is None and not Path.cwd().resolve().is_relative_to(listings.ROOT.resolve()):
+        # Checked before writing anything: an environment installed from one
+        # clone would otherwise scaffold into that clone, not the one you are in.
+        print(f"this Python's cudabook comes from {listings.ROOT}, not from the folder you are in "
+              f"({Path.cwd()}), so `new` would write there. Run it from that checkout, or from "
+              f"yours with PYTHONPATH=code (or after pip install -e \".[dev]\" in yours)", file=sys.stderr)
+        return 2
     root = Path(root) if root else listings.ROOT
     for what, value in (("chapter", chapter), ("listing", name)):
         if not value.isidentifier():
@@ -231,20 +237,13 @@ def new_listing(chapter: str, name: str, root=None) -> int:
         if value == listings.HELPER_PACKAGE:
             print(f"{what} {value!r}: that name is the helper package's", file=sys.stderr)
             return 2
-    if root_given is None and not Path.cwd().resolve().is_relative_to(root.resolve()):
-        # Checked before writing anything: an environment installed from one
-        # clone would otherwise scaffold into that clone, not the one you are in.
-        print(f"this Python's cudabook comes from {root}, not from the folder you are in "
-              f"({Path.cwd()}), so `new` would write there. Run it from that checkout, or from "
-              f"yours with PYTHONPATH=code (or after pip install -e \".[dev]\" in yours)", file=sys.stderr)
-        return 2
-    exercise = re.match(r"ex(\d+)_", name)
+    exercise = listings.exercise_number(name)
     if name.startswith("broken_"):
         print(f"note: give {name}'s docstring the Expect: line a broken listing needs "
               "(CONTRIBUTING.md, 'A deliberately broken listing')", file=sys.stderr)
-    elif exercise:
-        print(f"note: {name} is the solution to exercise {exercise.group(1)}: its docstring starts "
-              f"'Solution to exercise {exercise.group(1)}: ...', its kernel is the section 'solution', "
+    elif exercise is not None:
+        print(f"note: {name} is the solution to exercise {exercise}: its docstring starts "
+              f"'Solution to exercise {exercise}: ...', its kernel is the section 'solution', "
               "and the chapter shows it in a collapsed admonition (CONTRIBUTING.md, 'Exercise solutions')",
               file=sys.stderr)
     code = root / "code" / chapter
@@ -253,9 +252,8 @@ def new_listing(chapter: str, name: str, root=None) -> int:
         print(f"{py} or {cu} exists already", file=sys.stderr)
         return 2
     templates = Path(__file__).with_name("templates")
-    section = "solution" if exercise else "kernel"
-    title = (f"Solution to exercise {exercise.group(1)}" if exercise
-             else name.replace("_", " ").capitalize())
+    section = "solution" if exercise is not None else "kernel"
+    title = f"Solution to exercise {exercise}" if exercise is not None else name.replace("_", " ").capitalize()
     fields = {"name": name, "chapter": chapter, "title": title, "section": section,
               "pad": " " * len(f'extern "C" __global__ void {name}(')}
     code.mkdir(parents=True, exist_ok=True)
@@ -264,11 +262,11 @@ def new_listing(chapter: str, name: str, root=None) -> int:
     page = root / "chapters" / chapter / "index.md"
     print(f"wrote {cu.relative_to(root)} and {py.relative_to(root)} (in {root})")
     print(f"\npaste into {page.relative_to(root)}{'' if page.exists() else ' (create it, and add it to nav in mkdocs.yml)'}"
-          f"{', under exercise ' + exercise.group(1) if exercise else ''}:\n")
+          f"{f', under exercise {exercise}' if exercise is not None else ''}:\n")
     blocks = [f'```cuda title="code/{chapter}/{name}.cu"\n--8<-- "code/{chapter}/{name}.cu:{section}"\n```',
               f'```python title="code/{chapter}/{name}.py"\n--8<-- "code/{chapter}/{name}.py:launch"\n```',
               f"<!-- cudabook:output {chapter}/{name} bench -->"]
-    if exercise:
+    if exercise is not None:
         blocks = ['??? success "Solution"\n    Why the answer is what it is, in a few sentences.'] + [
             "\n".join("    " + line for line in b.splitlines()) for b in blocks]
     print("\n\n".join(blocks) + "\n")

@@ -32,6 +32,13 @@ EXPECT = re.compile(r'^Expect:\s+compute-sanitizer --tool (memcheck|racecheck|in
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
+def exercise_number(name: str) -> int | None:
+    """N for a listing named ex<N>_<what>, the solution to exercise N of its
+    chapter (CONTRIBUTING.md, 'Exercise solutions'); None for any other."""
+    m = re.match(r"ex(\d+)_", name)
+    return int(m.group(1)) if m else None
+
+
 @dataclass(frozen=True)
 class Listing:
     chapter: str
@@ -68,6 +75,10 @@ class Listing:
     def broken_tool(self) -> str | None:
         e = self.expectation
         return e[0] if e else None
+
+    @property
+    def exercise(self) -> int | None:
+        return exercise_number(self.name)
 
     @property
     def record_path(self) -> Path:

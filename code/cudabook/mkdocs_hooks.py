@@ -52,6 +52,8 @@ CHAPTERS_DIR = "chapters"
 VERIFICATION_PAGE = "verification.md"
 INCLUDE = re.compile(r'--8<--\s+"code/([\w-]+)/([\w-]+)\.(cu|py)(?::[\w-]+)?"')
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
+FENCED_BLOCK = re.compile(r"^(\s*)(`{3,}|~{3,}).*?^\1\2\s*$", re.M | re.S)   # a whole fenced block
+INLINE_CODE = re.compile(r"`[^`\n]*`")
 ANNOTATION = re.compile(r"^\d+\.\s")
 FIELD = re.compile(r"\[\[rec:([\w-]+/[\w-]+):((?:bench\[[^\]|]+\]\.)?[\w.]+)(?:\|([^\]]+))?\]\]")
 BENCH_FIELD = re.compile(r"bench\[([^\]|]+)\]\.(\w+)$")
@@ -437,8 +439,7 @@ def malformed_fields(markdown: str) -> list[str]:
     """The [[rec:...]] in prose that FIELD cannot read (a missing chapter, a
     stray character): the build would show them as typed. Code (fenced or
     inline), where the syntax is shown rather than used, does not count."""
-    prose = re.sub(r"^(\s*)(`{3,}|~{3,}).*?^\1\2\s*$", "", markdown, flags=re.M | re.S)
-    prose = re.sub(r"`[^`\n]*`", "", prose)
+    prose = INLINE_CODE.sub("", FENCED_BLOCK.sub("", markdown))
     return [m.group(0) for m in re.finditer(r"\[\[rec:[^\]]*\]\]", prose) if not FIELD.fullmatch(m.group(0))]
 
 
