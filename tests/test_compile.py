@@ -7,15 +7,23 @@ file keeps such code behind `#ifdef __CUDA_ARCH_FEAT_SM90_ALL`
 (gpt2_block.cu).
 
 Needs no GPU: nvcc comes from the CUDA toolkit or from PyPI
-(`pip install -e ".[dev]"` installs nvidia-cuda-nvcc).
+(`pip install -e ".[dev]"` installs nvidia-cuda-nvcc and the header
+wheels beside it). The first test says which one compiled, and with
+CUDABOOK_EXPECT_NVCC=pypi (`.ci/run` sets it, after hiding the machine's
+own toolkit) it fails unless the compiler, its tools and every CUDA header
+came from the wheels the README installs.
 A kernel that must spill says so, with the reason, in a line
 `// cudabook: allow-spills <why>` in its .cu file.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
+import sysconfig
+from pathlib import Path
 
 import pytest
 from conftest import LISTINGS
@@ -42,6 +50,70 @@ def nvcc():
     path = find_nvcc()
     assert path, "nvcc not found: run `pip install -e \".[dev]\"` (installs nvidia-cuda-nvcc)"
     return path
+
+
+#: Every CUDA header a kernel file includes (a test below keeps this list
+#: whole), and one they need in turn.
+CUDA_HEADERS = ["cuda/atomic", "cuda_bf16.h", "cuda_fp16.h", "mma.h",
+                "nv/target"]          # nv/target: what cuda_fp16.h itself needs
+HOST_HEADERS = {"cstdio", "cstdlib", "stdint.h"}
+
+
+def included_headers() -> set[str]:
+    """The <...> headers the kernel files include."""
+    found = set()
+    for lst in KERNELS:
+        found |= set(re.findall(r"#include\s*<([^>]+)>", lst.cu.read_text()))
+    return found
+
+
+def test_every_included_header_is_known():
+    """A kernel that includes a new CUDA header adds it to CUDA_HEADERS,
+    so the test below proves where that header comes from too."""
+    unknown = included_headers() - set(CUDA_HEADERS) - HOST_HEADERS
+    assert not unknown, f"add {sorted(unknown)} to CUDA_HEADERS (or HOST_HEADERS) in tests/test_compile.py"
+
+
+def test_the_compiler_tools_and_headers_come_from_one_install(nvcc, tmp_path):
+    """nvcc, the tools it runs (cicc, ptxas) and the CUDA headers it finds
+    all come from the install that nvcc belongs to; under
+    CUDABOOK_EXPECT_NVCC=pypi, that install is the PyPI wheels in this
+    Python's site-packages. A missing header wheel then fails here, where
+    a machine's own toolkit would have filled the gap unseen."""
+    cu = tmp_path / "probe.cu"
+    cu.write_text("".join(f"#include <{h}>\n" for h in CUDA_HEADERS) + "__global__ void probe() {}\n")
+    dry = subprocess.run([nvcc, "--dryrun", "--cubin", "-arch=sm_90", str(cu), "-o", str(tmp_path / "p.cubin")],
+                         capture_output=True, text=True, timeout=300)
+    setting = dict(re.findall(r"^#\$ (_HERE_|CICC_PATH|PATH)=(.*)$", dry.stdout + dry.stderr, flags=re.M))
+    assert "_HERE_" in setting, f"nvcc --dryrun does not say where nvcc is:\n{dry.stderr}"
+    install = Path(setting["_HERE_"]).resolve().parent          # bin/..
+    print(f"nvcc: {nvcc} (its install: {install})")
+    tools = {"cicc": Path(setting["CICC_PATH"]) / "cicc", "ptxas": shutil.which("ptxas", path=setting["PATH"])}
+    for tool, path in tools.items():
+        assert path and Path(path).resolve().is_relative_to(install), \
+            f"nvcc runs {tool} from {path}, not from {install} (nvcc's own install)"
+    deps = subprocess.run([nvcc, "-M", "-arch=sm_90", *_flags(), str(cu)], capture_output=True, text=True,
+                          timeout=300)
+    assert deps.returncode == 0, f"{nvcc} cannot find the kernels' headers:\n{deps.stderr}"
+    paths = [Path(p).resolve() for p in deps.stdout.replace("\\\n", " ").split()[1:]]
+    for header in CUDA_HEADERS:
+        where = [p for p in paths if p.as_posix().endswith("/" + header)]
+        assert where, f"nvcc -M did not list <{header}>"
+        assert all(p.is_relative_to(install) for p in where), \
+            f"<{header}> came from {where[0]}, not from {install} (nvcc's own install)"
+    expected = os.environ.get("CUDABOOK_EXPECT_NVCC", "")
+    if expected == "pypi":
+        site = Path(sysconfig.get_paths()["purelib"]).resolve()
+        assert install.is_relative_to(site), \
+            f"nvcc is {nvcc}, not the PyPI wheel in {site}: is a CUDA toolkit still visible on this machine?"
+    else:
+        assert expected == "", f"CUDABOOK_EXPECT_NVCC={expected!r}: the one value it takes is 'pypi'"
+
+
+def _flags() -> list[str]:
+    from cudabook.compile import NVCC_FLAGS
+
+    return [f for f in NVCC_FLAGS if f != "-lineinfo"]
 
 
 def parse_ptxas(report: str) -> dict[str, dict]:

@@ -143,7 +143,7 @@ def _software(f: dict, arch: str | None) -> list[Check]:
     if not f.get("nvcc"):
         checks.append(Check(False, "nvcc", "not found",
                             "install the CUDA toolkit and put its bin/ on PATH, or "
-                            "`pip install nvidia-cuda-nvcc nvidia-cuda-crt nvidia-cuda-runtime nvidia-nvvm`"))
+                            "`pip install nvidia-cuda-nvcc nvidia-cuda-crt nvidia-cuda-runtime nvidia-nvvm nvidia-cuda-cccl`"))
     else:
         detail = f"{f['nvcc']} (CUDA {f.get('nvcc_version')})"
         driver_cuda = f.get("driver_cuda")
