@@ -9,6 +9,7 @@ import logging
 import re
 import subprocess
 import sys
+from html import unescape
 from types import SimpleNamespace
 
 import pytest
@@ -195,30 +196,89 @@ def test_notebook_in_sync_with_listings(chapter):
     assert "(1)!" not in text, "a code-annotation marker leaked into the notebook"
 
 
-def test_site_builds_strict(tmp_path):
-    """What readers get: the whole site, with every warning an error."""
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The whole site, built once with every warning an error."""
+    out = tmp_path_factory.mktemp("site")
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
                        capture_output=True, text=True, cwd=ROOT, timeout=600)
     if r.returncode != 0:          # what mkdocs warned of first, then its whole log
         warned = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith(("WARNING", "ERROR"))]
         pytest.fail("mkdocs build --strict failed:\n" + "\n".join(warned)
                     + "\n\n--- the whole log ---\n" + r.stdout + r.stderr, pytrace=False)
-    page = (tmp_path / "site" / "chapters" / "first_kernel" / "index.html").read_text()
+    return out
+
+
+def _pages(site) -> dict[str, str]:
+    return {html.relative_to(site).as_posix(): html.read_text() for html in sorted(site.rglob("*.html"))}
+
+
+def test_site_builds_strict(site):
+    """What readers get: the whole site, with every warning an error."""
+    page = (site / "chapters" / "first_kernel" / "index.html").read_text()
     assert page.count('class="cb-record cb-current"') == len([lst for lst in LISTINGS if lst.chapter == "first_kernel"])
     assert "cb-stale" not in page
     assert "[[rec:" not in page and "cudabook:output" not in page
     assert "add_one_per_thread" in page and "__global__" in page
-    for html in (tmp_path / "site").rglob("*.html"):
-        text = html.read_text()
-        assert not re.search(r'href="[^"#]*\.md(#[^"]*)?"', text), f"unresolved .md link in {html}"
-    table = (tmp_path / "site" / "verification" / "index.html").read_text()
+    for name, text in _pages(site).items():
+        assert not re.search(r'href="[^"#]*\.md(#[^"]*)?"', text), f"unresolved .md link in {name}"
+    table = (site / "verification" / "index.html").read_text()
     for listing in LISTINGS:
         assert f"rec-{listing.chapter}-{listing.name}" in table
-    notebook = (tmp_path / "site" / "chapters" / "first_kernel" / "first_kernel" / "index.html").read_text()
+    notebook = (site / "chapters" / "first_kernel" / "first_kernel" / "index.html").read_text()
     assert "colab.research.google.com" in notebook and _gpu_of_records() in notebook
-    assert (tmp_path / "site" / "chapters" / "first_kernel" / "bandwidth.svg").exists()
-    running = (tmp_path / "site" / "running" / "index.html").read_text()
+    assert (site / "chapters" / "first_kernel" / "bandwidth.svg").exists()
+    running = (site / "running" / "index.html").read_text()
     assert "[ok] tiny kernel" in running
+
+
+def same_page_links(html: str) -> list[str]:
+    """The fragments that links on this page point to on this page."""
+    return [unescape(m) for m in re.findall(r'href="#([^"]+)"', html)]
+
+
+def dead_same_page_links(html: str) -> list[str]:
+    ids = {unescape(m) for m in re.findall(r'\sid="([^"]+)"', html)}
+    return sorted({frag for frag in same_page_links(html) if frag not in ids and frag != "__skip"})
+
+
+def test_dead_same_page_links_are_found():
+    page = '<h2 id="a">A</h2><a href="#a">A</a><a href="#_1">?</a><a href="#x%20y">?</a>'
+    assert dead_same_page_links(page) == ["_1", "x%20y"]
+
+
+def test_every_same_page_link_has_its_anchor(site):
+    """A table of contents entry, a footnote, a permalink, a link in the
+    prose: every #fragment a page links to is an id on that page."""
+    dead = {name: d for name, text in _pages(site).items() if (d := dead_same_page_links(text))}
+    assert not dead, "links to anchors the page does not have:\n" + "\n".join(
+        f"  {name}: {', '.join('#' + f for f in d[:8])}{' ...' if len(d) > 8 else ''}" for name, d in dead.items())
+
+
+def table_of_contents(html: str) -> list[str]:
+    """The entries of the page's table of contents (Material's secondary
+    navigation), as the reader sees their text."""
+    start = html.find('class="md-nav md-nav--secondary"')
+    if start < 0:
+        return []
+    nav = html[start:html.find("</nav>", start)]
+    return [unescape(re.sub(r"<[^>]+>", "", m)).strip()
+            for m in re.findall(r'<a href="#[^"]*" class="md-nav__link">(.*?)</a>', nav, re.S)]
+
+
+def test_every_table_of_contents_reads_as_text(site):
+    """No blank entry, and no math left as source (TeX in a heading is not
+    rendered in the contents: keep headings free of it)."""
+    bad = {}
+    for name, text in _pages(site).items():
+        entries = table_of_contents(text)
+        wrong = [e or "(blank)" for e in entries if not e or re.search(r"\\[(\[]|\$", e)]
+        if wrong:
+            bad[name] = wrong
+    assert not bad, "tables of contents with blank or TeX entries:\n" + "\n".join(
+        f"  {name}: {w}" for name, w in bad.items())
+    notebook = table_of_contents((site / "chapters" / "why_gpus" / "why_gpus" / "index.html").read_text())
+    assert "gelu_cpu_vs_gpu" in notebook, notebook
 
 
 def test_running_page_clones_the_repository():

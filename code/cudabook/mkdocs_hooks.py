@@ -443,6 +443,52 @@ def malformed_fields(markdown: str) -> list[str]:
     return [m.group(0) for m in re.finditer(r"\[\[rec:[^\]]*\]\]", prose) if not FIELD.fullmatch(m.group(0))]
 
 
+HEADING = re.compile(r'<h([1-6]) id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
+
+
+def on_page_content(html, page, config, files):
+    """A notebook page's table of contents, from the headings its HTML has.
+
+    mkdocs-jupyter builds the contents from a Markdown copy of the notebook,
+    where a heading that is all code (a listing's name in backticks) comes out
+    with no name and an id (`_1`) that no heading on the page has: a
+    column of blank links to nowhere. The rendered headings carry the right
+    ids and text, so the contents are taken from them."""
+    if not page.file.src_uri.endswith(".ipynb"):
+        return html
+    from mkdocs.structure.toc import get_toc
+
+    tokens: list[dict] = []
+    for level, ident, inner in HEADING.findall(html):
+        name = re.sub(r"<[^>]+>", "", re.sub(r'<a class="anchor-link".*?</a>', "", inner)).strip()
+        token = {"level": int(level), "id": ident, "name": name, "children": []}
+        parent = tokens
+        while parent and parent[-1]["level"] < token["level"]:
+            parent = parent[-1]["children"]
+        parent.append(token)
+    page.toc = get_toc(tokens)
+    return html
+
+
+class _NotebookCacheNote(logging.Filter):
+    """mkdocs-jupyter logs "Cache miss, writing: chapters/X/X.ipynb", which
+    reads as if it rewrote the notebook; it writes its rendering of the
+    notebook to its page cache (.cache/mkdocs-jupyter, git-ignored). Say so."""
+
+    SAY = {"Cache miss, writing:": "Rendered %s and kept the page in .cache/mkdocs-jupyter "
+                                   "(the notebook itself is not changed)",
+           "Cache hit:": "Took the page of %s from .cache/mkdocs-jupyter"}
+
+    def filter(self, rec: logging.LogRecord) -> bool:
+        for start, say in self.SAY.items():
+            if isinstance(rec.msg, str) and rec.msg.startswith(start):
+                rec.msg = say
+        return True
+
+
+logging.getLogger("mkdocs.plugins.mkdocs_jupyter").addFilter(_NotebookCacheNote())
+
+
 def on_page_markdown(markdown, page, config, files):
     markdown = BADGE.sub(lambda m: badge(_listing(m.group(1)), page), markdown)
     if "<!-- cudabook:doctor -->" in markdown:
