@@ -281,6 +281,47 @@ def test_every_table_of_contents_reads_as_text(site):
     assert "gelu_cpu_vs_gpu" in notebook, notebook
 
 
+def test_a_ladders_badge_follows_the_code_it_measured():
+    """A badge shows the figure of the code it sits under: the transpose's
+    headline (the wide rung, with its targets) sits under `transpose.cu:wide`,
+    not under the first rung, and so do the wide rung's missed targets."""
+    md = (ROOT / "chapters" / "shared_memory" / "index.md").read_text()
+    blocks = mkdocs_hooks._blocks(md.split("\n"))
+    wide = next(k for k, b in enumerate(blocks) if "transpose.cu:wide" in b)
+    spots, misses = mkdocs_hooks.badge_placement(md)
+    assert spots["shared_memory/transpose"] == wide
+    rec = record.load(listings.find("shared_memory/transpose"))
+    head = record.headline_benchmark(rec)
+    assert head.name.startswith("wide ")
+    missed = [b.name for k, group in misses.items() for lid, bs in group
+              if lid == "shared_memory/transpose" for b in bs if record.missed_targets(rec, [b])]
+    assert all(n.startswith("wide ") for n in missed)
+    assert all(k == wide for k, group in misses.items() for lid, bs in group
+               if lid == "shared_memory/transpose" and any(record.missed_targets(rec, [b]) for b in bs))
+
+
+def test_benchmarks_name_sections_as_whole_words():
+    assert record.names_section("naive 8192x8192", "naive")
+    assert record.names_section("sum_atomic", "atomic")
+    assert record.names_section("layernorm forward, Welford f32", "welford")
+    assert record.names_section("scan_three_pass", "three_pass")
+    assert not record.names_section("sum_tree", "tr")
+    assert not record.names_section("memcpy_dtod, same bytes 8192x8192", "wide")
+
+
+def test_a_missed_target_does_not_wear_the_colour_of_a_stale_listing():
+    css = (ROOT / "docs" / "assets" / "stylesheets" / "cudabook.css").read_text()
+
+    def colours(selector: str) -> set[str]:
+        rules = re.findall(rf"(?:^|\n){re.escape(selector)} \{{([^}}]*)\}}", css)
+        rules += re.findall(rf'\[data-md-color-scheme="slate"\] {re.escape(selector)} \{{([^}}]*)\}}', css)
+        assert rules, f"no rule for {selector}"
+        return {c.lower() for r in rules for c in re.findall(r"#[0-9a-fA-F]{6}", r)}
+
+    stale, missed = colours(".cb-stale"), colours(".cb-missed")
+    assert missed and not stale & missed, f"shared colours: {stale & missed}"
+
+
 def test_running_page_clones_the_repository():
     """docs/running.md's Colab commands fetch the book from where its
     notebooks do (pyproject.toml's Repository)."""

@@ -273,6 +273,47 @@ def test_mobile_width_keeps_code_readable(browser, site):
     r.close()
 
 
+# Where the lines of the notebooks' output pre blocks break: [preceding
+# character, next character] for each soft break (a line box that starts
+# without a newline before it), found by laying out each character.
+OUTPUT_BREAKS = """() => {
+  const out = [];
+  for (const pre of [...document.querySelectorAll('.jp-OutputArea-output pre')]) {
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+    let prevTop = null, prevChar = null;
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const text = node.textContent;
+      for (let i = 0; i < text.length; i++) {
+        const r = document.createRange();
+        r.setStart(node, i); r.setEnd(node, i + 1);
+        const rect = [...r.getClientRects()][0];
+        if (!rect || text[i] === '\\n') { if (text[i] === '\\n') prevTop = null; prevChar = text[i]; continue; }
+        if (prevTop !== null && rect.top > prevTop + 1) out.push([prevChar, text[i]]);
+        prevTop = rect.top; prevChar = text[i];
+      }
+    }
+  }
+  return out;
+}"""
+
+
+def test_notebook_output_wraps_at_spaces_on_a_phone(browser, site):
+    """Recorded output in a notebook wraps between words ("3.8e-08" stays
+    whole), and the page does not scroll sideways; a word longer than the
+    column scrolls inside its output box."""
+    r = Reader(browser, site, viewport=PHONE, is_mobile=True)
+    page = r.open("/chapters/why_gpus/why_gpus/")
+    expect(page.locator(".jp-OutputArea-output pre").first).to_be_visible()
+    breaks = page.evaluate(OUTPUT_BREAKS)
+    assert breaks, "no output line wraps at phone width: this test measures nothing"
+    inside = [b for b in breaks if not (b[0].isspace() or b[1].isspace())]
+    assert not inside, f"output lines break inside words: {inside[:10]}"
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"] + 1, f"the notebook page scrolls sideways on a phone ({width}px wide)"
+    r.shot("notebook-phone")
+    r.close()
+
+
 def test_diagrams_and_notebook_render(reader):
     page = reader.open("/verification/")
     # Material draws diagrams into a closed shadow root: check that the

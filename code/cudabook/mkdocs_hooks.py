@@ -131,7 +131,9 @@ WHY = {"missing": "has never been run on a GPU", "stale": "changed since its las
        "inconsistent": "has a record whose figures do not agree with each other"}
 
 
-def badge(listing: Listing, page) -> str:
+def badge(listing: Listing, page, with_misses: bool = True) -> str:
+    """The listing's record badge, then (with_misses) a badge for each speed
+    target its record shows was missed."""
     state, rec = _status(listing)
     href = _link(page, _anchor(listing.id))
     if state == "current":
@@ -144,10 +146,16 @@ def badge(listing: Listing, page) -> str:
                  f"Re-verify {record.reverify_command(listing)}")
     # A Markdown link inside md_in_html, so MkDocs resolves it like any other.
     out = f'<p class="cb-record {cls}" markdown>[{text}]({href})</p>'
-    if rec is not None and state == "current":
-        for missed in record.missed_targets(rec):
-            out += f'\n<p class="cb-record cb-missed" markdown>[✗ {missed}]({href})</p>'
+    if with_misses and rec is not None and state == "current":
+        out += missed_badges(listing, page, rec.benchmarks)
     return out
+
+
+def missed_badges(listing: Listing, page, benchmarks) -> str:
+    """A badge for each speed target that one of `benchmarks` missed."""
+    href = _link(page, _anchor(listing.id))
+    return "".join(f'\n<p class="cb-record cb-missed" markdown>[✗ {missed}]({href})</p>'
+                   for missed in record.missed_targets(_status(listing)[1], benchmarks))
 
 
 def _badge_spots(markdown: str) -> dict[str, int]:
@@ -163,6 +171,52 @@ def _badge_spots(markdown: str) -> dict[str, int]:
             if inc.group(3) == "cu":
                 kernel.setdefault(lid, k)
     return {lid: kernel.get(lid, k) for lid, k in first.items()}
+
+
+KERNEL_SECTION = re.compile(r'--8<--\s+"code/([\w-]+)/([\w-]+)\.cu:([\w-]+)"')
+
+
+def _kernel_sections(markdown: str) -> dict[str, dict[str, int]]:
+    """For each listing, the named sections of its kernel file the page
+    shows, each with the first code block that shows it."""
+    out: dict[str, dict[str, int]] = {}
+    for k, block in enumerate(_blocks(markdown.split("\n"))):
+        for inc in KERNEL_SECTION.finditer(block):
+            out.setdefault(f"{inc.group(1)}/{inc.group(2)}", {}).setdefault(inc.group(3), k)
+    return out
+
+
+def badge_placement(markdown: str) -> tuple[dict[str, int], dict[int, list[tuple[str, list]]]]:
+    """Where each listing's badge goes, and where its benchmarks' missed
+    targets are shown: ({listing: block}, {block: [(listing, benchmarks)]}).
+
+    A badge shows the figure of the code it sits under. Where a page shows
+    a ladder's kernels section by section (`transpose.cu:naive` ...
+    `transpose.cu:wide`), the badge follows the section that its headline
+    benchmark names (record.names_section), not the first rung, and each
+    benchmark's missed targets follow the section it names. Everything else
+    stays with the badge (_badge_spots)."""
+    spots = _badge_spots(markdown)
+    sections = _kernel_sections(markdown)
+    misses: dict[int, list[tuple[str, list]]] = {}
+    for lid in spots:
+        state, rec = _status(_listing(lid))
+        if state != "current" or rec is None:
+            continue
+        ladder = sections.get(lid, {}) if len(sections.get(lid, {})) > 1 else {}
+
+        def block_of(b, default):
+            return next((k for sec, k in ladder.items() if record.names_section(b.name, sec)), default)
+
+        head = record.headline_benchmark(rec)
+        if head is not None:
+            spots[lid] = block_of(head, spots[lid])
+        by_block: dict[int, list] = {}
+        for b in rec.benchmarks:
+            by_block.setdefault(block_of(b, spots[lid]), []).append(b)
+        for k, bs in by_block.items():
+            misses.setdefault(k, []).append((lid, bs))
+    return spots, misses
 
 
 def _blocks(lines: list[str]) -> list[str]:
@@ -184,9 +238,10 @@ def _blocks(lines: list[str]) -> list[str]:
 
 
 def add_badges(markdown: str, page) -> str:
-    """Append each listing's badge after the block `_badge_spots` chooses
-    (after the block's annotation list, if it has one)."""
-    spots = _badge_spots(markdown)
+    """Append each listing's badge, and its missed targets, after the blocks
+    `badge_placement` chooses (after a block's annotation list, if it has
+    one)."""
+    spots, misses_at = badge_placement(markdown)
     out = []
     lines = markdown.split("\n")
     i, k = 0, -1
@@ -206,7 +261,9 @@ def add_badges(markdown: str, page) -> str:
                 break
             i += 1
         i += 1
-        here = [lid for lid, spot in spots.items() if spot == k]
+        here = [badge(_listing(lid), page, with_misses=False) for lid, spot in spots.items() if spot == k]
+        here += [missed_badges(_listing(lid), page, bs).strip("\n") for lid, bs in misses_at.get(k, [])]
+        here = [b for b in here if b]
         # Keep a code block's annotation list (1. 2. ...) right after it.
         j = i
         while j < len(lines) and not lines[j].strip():
@@ -218,8 +275,8 @@ def add_badges(markdown: str, page) -> str:
                 j += 1
             out += lines[i:j]
             i = j
-        for lid in here:
-            out += ["", indent + badge(_listing(lid), page), ""]
+        if here:
+            out += ["", indent + "\n".join(here).replace("\n", "\n" + indent), ""]
     return "\n".join(out)
 
 

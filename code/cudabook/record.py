@@ -394,27 +394,42 @@ def rate_text(bps: float) -> str:
     return f"{bps / 1e12:.2f} TB/s" if bps >= 1e12 else f"{bps / 1e9:.0f} GB/s"
 
 
-def headline(rec: Record) -> str | None:
-    """The one number a badge shows: the fastest benchmark's rate and its
-    share of the ceiling, e.g. '4.12 TB/s (95% of copy, 1.00x torch.add)',
-    and any target it missed."""
+def headline_benchmark(rec: Record) -> Benchmark | None:
+    """The benchmark a badge shows: the listing's own best, that is the
+    fastest of those with targets, else of those beside a library
+    baseline, else of all (not a reference copy timed for comparison)."""
     if not rec.benchmarks:
         return None
-    # The listing's own best: a benchmark with targets, else one beside a
-    # library baseline, else any (not a reference copy timed for comparison).
     mine = ([b for b in rec.benchmarks if b.targets] or [b for b in rec.benchmarks if b.baseline]
             or rec.benchmarks)
-    b = max(mine, key=lambda b: b.bytes_per_s)
+    return max(mine, key=lambda b: b.bytes_per_s)
+
+
+def headline(rec: Record) -> str | None:
+    """The one number a badge shows: the headline benchmark's rate and its
+    share of the ceiling, e.g. '4.12 TB/s (95% of copy, 1.00x torch.add)'."""
+    b = headline_benchmark(rec)
+    if b is None:
+        return None
     s = f"{rate_text(b.bytes_per_s)} ({100 * b.fraction_of_ceiling:.0f}% of copy"
     if b.baseline:
         s += f", {b.baseline.ratio:.2f}x {b.baseline.name}"
     return s + ")"
 
 
-def missed_targets(rec: Record) -> list[str]:
-    """Targets a benchmark declared and did not meet, as text."""
+def names_section(benchmark_name: str, section: str) -> bool:
+    """Does a benchmark's name name a kernel file's section? 'naive
+    8192x8192' names `naive`, 'sum_atomic' names `atomic`, 'layernorm
+    forward, Welford f32' names `welford` and `forward`: the section's name
+    as a whole word, where words end at spaces, commas and underscores."""
+    return re.search(rf"(?:^|[ ,_]){re.escape(section)}(?:$|[ ,_])", benchmark_name, re.I) is not None
+
+
+def missed_targets(rec: Record, benchmarks: list[Benchmark] | None = None) -> list[str]:
+    """Targets a benchmark (of `benchmarks`, else of the record) declared
+    and did not meet, as text."""
     out = []
-    for b in rec.benchmarks:
+    for b in rec.benchmarks if benchmarks is None else benchmarks:
         if b.targets:
             for k, want in b.targets.wanted.items():
                 if not b.targets.met.get(k):
