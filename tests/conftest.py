@@ -21,6 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "code"))
 
+# The mkdocs builds that the tests run (test_book, test_browser) stay
+# quiet about MkDocs 2: Material prints a banner about it at every build,
+# which would head every failing report.
+os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+
 from cudabook import listings, notebooks, record, suite  # noqa: E402
 
 LISTINGS = listings.discover()

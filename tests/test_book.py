@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import DESCRIPTIONS, LISTINGS, ROOT
 
-from cudabook import listings, mkdocs_hooks, notebooks, record
+from cudabook import listings, mkdocs_hooks, notebooks, project, record
 
 CHAPTER_PAGES = sorted((ROOT / "chapters").glob("*/index.md"))
 INCLUDE = re.compile(r'^\s*--8<--\s+"([^"]+)"\s*$', re.M)
@@ -322,16 +322,73 @@ def test_a_missed_target_does_not_wear_the_colour_of_a_stale_listing():
     assert missed and not stale & missed, f"shared colours: {stale & missed}"
 
 
+def test_the_readme_gives_the_books_addresses():
+    """The README names the hosted book and the repository as
+    pyproject.toml's [project.urls] do (the one place they are written)."""
+    text = (ROOT / "README.md").read_text()
+    assert f"<{project.site()}>" in text and f"<{project.repository()}>" in text
+
+
+def _parts() -> list[list[str]]:
+    """The chapters of each Part, in mkdocs.yml's nav order."""
+    parts, current = [], None
+    for line in (ROOT / "mkdocs.yml").read_text().splitlines():
+        if re.match(r"\s+- Part [IVX]+\.", line):
+            current = []
+            parts.append(current)
+        elif re.match(r"\s+- \S", line) and not line.startswith(" " * 6):
+            current = None
+        m = re.search(r"chapters/(\w+)/index\.md", line)
+        if m and current is not None:
+            current.append(m.group(1))
+    return parts
+
+
+def test_the_readme_counts_each_parts_listings():
+    """'Where it stands' gives each Part's number of listings; they are
+    the numbers the code has."""
+    text = (ROOT / "README.md").read_text()
+    stands = text[text.index("**Where it stands.**"):]
+    stands = stands[:stands.index("\n\n")]
+    said = [int(n) for n in re.findall(r"(\d+)\s+listings", stands)]
+    counts = [sum(1 for lst in LISTINGS if lst.chapter in part) for part in _parts()]
+    assert said == counts[:len(said)] and len(said) == len(counts), \
+        f"README says {said} listings for Parts {list(range(1, len(counts) + 1))}; the code has {counts}"
+
+
+def test_the_site_has_an_address_and_edit_buttons(site):
+    """site_url (a sitemap and canonical links) and repo_url come from
+    pyproject.toml; a chapter's edit button opens its Markdown, a page that
+    shows a repository file whole opens that file, and a notebook (made by
+    the suite) has none."""
+    assert project.site() in (site / "sitemap.xml").read_text()
+    chapter = (site / "chapters" / "why_gpus" / "index.html").read_text()
+    assert f'<link rel="canonical" href="{project.site()}chapters/why_gpus/">' in chapter
+    assert f'href="{project.edit_url("chapters/why_gpus/index.md")}"' in chapter
+    assert f'href="{project.repository()}"' in chapter
+    assert 'data-md-component="source"' not in chapter, "the repository link would call GitHub's API"
+    contributing = (site / "contributing" / "index.html").read_text()
+    assert f'href="{project.edit_url("CONTRIBUTING.md")}"' in contributing
+    running = (site / "running" / "index.html").read_text()
+    assert f'href="{project.edit_url("docs/running.md")}"' in running
+    notebook = (site / "chapters" / "why_gpus" / "why_gpus" / "index.html").read_text()
+    assert 'rel="edit"' not in notebook
+    for name, text in _pages(site).items():
+        for url in re.findall(r'href="([^"]*/edit/[^"]*)"', text):
+            path = url.removeprefix(f"{project.repository()}/edit/{project.BRANCH}/")
+            assert (ROOT / path).is_file(), f"{name}: its edit button opens {path}, which does not exist"
+
+
 def test_running_page_clones_the_repository():
     """docs/running.md's Colab commands fetch the book from where its
     notebooks do (pyproject.toml's Repository)."""
     text = (ROOT / "docs" / "running.md").read_text()
-    assert f"git clone --depth 1 {notebooks.repository()} /content/cudabook" in text
+    assert f"git clone --depth 1 {project.repository()} /content/cudabook" in text
 
 
 def test_colab_links_point_at_the_repository():
     url = notebooks.colab_url("first_kernel")
-    slug = notebooks.repository().removeprefix("https://github.com/")
+    slug = project.repository().removeprefix("https://github.com/")
     assert url == f"https://colab.research.google.com/github/{slug}/blob/main/chapters/first_kernel/first_kernel.ipynb"
 
 
@@ -726,3 +783,24 @@ def test_a_format_that_does_not_apply_is_named_not_raised(caplog):
     value = mkdocs_hooks.field("first_kernel/device_query", "facts.sm_count", page, ".2ff")
     assert value == "(unknown)"
     assert "[[rec:first_kernel/device_query:facts.sm_count|.2ff]]" in caplog.text and "format" in caplog.text
+
+
+def test_a_chart_whose_titles_touch_is_refused():
+    """plots.svg refuses a chart whose figure title sits on a panel's title
+    (the attention chapter's bf16 chart did), so the build fails on it."""
+    from cudabook import plots
+
+    plt = plots.pyplot()
+
+    def chart(top):            # the bf16 chart's shape: five tall panels
+        fig, axes = plt.subplots(5, 1, figsize=(7.5, 15.5), sharex=True)
+        for ax in axes:
+            ax.set_title("S = 4096, D = 64")
+            ax.barh(["ours", "SDPA"], [1, 2])
+        fig.suptitle("Attention forward, bf16: a GPU, a date", fontsize=12)
+        fig.tight_layout(rect=(0, 0, 1, top))
+        return fig
+
+    with pytest.raises(plots.ChartLayoutError, match="too close"):
+        plots.svg(chart(1.0))
+    assert plots.svg(chart(0.99)).startswith(b"<?xml")

@@ -68,3 +68,30 @@ def test_list_and_run(capsys):
     out = capsys.readouterr().out
     assert "first_kernel/add_vectorized" in out and "current" in out
     assert main(["run", "no_such_listing"]) == 2
+
+
+def test_help_lists_the_commands_for_a_reader(capsys):
+    """--help is for the reader: each command with what it does, not the
+    module's notes on how it works."""
+    from cudabook.book_cli import COMMANDS
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(line in out for line, _, _ in COMMANDS.values())
+    assert "diagnose" not in out and "pure logic" not in out
+
+
+@pytest.mark.parametrize("cmd", ["doctor", "list", "run", "new", "verify", "compare-records"])
+def test_each_command_has_its_own_help(cmd, capsys):
+    assert main([cmd, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: python -m cudabook {cmd}")
+
+
+def test_wrong_arguments_name_the_command_and_show_its_usage(capsys):
+    assert main(["new", "first_kernel"]) == 2
+    err = capsys.readouterr().err
+    assert "python -m cudabook new: wrong arguments: first_kernel" in err
+    assert "usage: python -m cudabook new <chapter> <listing>" in err
+    assert main(["frob"]) == 2
+    assert "unknown command: frob" in capsys.readouterr().err

@@ -1,17 +1,5 @@
 """The book's command line, `python -m cudabook` (each listing's own command
-line is listing_cli.py).
-
-    python -m cudabook doctor          is this machine ready to run the listings?
-    python -m cudabook list            every listing, its chapter and GPU record
-    python -m cudabook run <listing> [args]   run one (e.g. first_kernel/add_vectorized)
-    python -m cudabook new <chapter> <listing>  scaffold code/<chapter>/<listing>.cu and .py
-    python -m cudabook verify [--stale] [pytest args]
-                                       run the GPU suite (checks, then timings) and write records
-    python -m cudabook compare-records <dir> [--band 0.1] [--facts]
-                                       do the records a GPU run wrote in <dir> reproduce
-                                       the committed ones? (the GPU workflow's check);
-                                       --facts also lists the facts that moved (the prose
-                                       to re-read), without failing on them
+line is listing_cli.py). What it prints for --help is USAGE and COMMANDS.
 
 `doctor` gathers facts (nvidia-smi, nvcc, PyCUDA, a tiny kernel) and then
 judges them in `diagnose`, which is pure logic so it can be tested without a
@@ -30,6 +18,42 @@ from dataclasses import dataclass
 
 from . import listings, record
 from .gpu import WINDOWS, find_nvcc
+
+
+#: Each command: its usage line, what it does in a line, and more, as
+#: `--help` shows them.
+COMMANDS = {
+    "doctor": ("python -m cudabook doctor", "is this machine ready to run the listings?",
+               "One line per check (GPU, driver, nvcc, PyCUDA, a tiny kernel), with a fix for\n"
+               "each problem; exits 0 only when every check passed."),
+    "list": ("python -m cudabook list", "every listing, its chapter and the state of its GPU record",
+             "A record is current, stale (the code changed since its GPU run) or missing."),
+    "run": ("python -m cudabook run <chapter>/<listing> [args]", "run one listing",
+            "For example first_kernel/add_vectorized --bench; the listing's own --help lists its\n"
+            "arguments. It exits 0 when its answer is right, 1 when wrong, 77 when something\n"
+            "it needs (GPU, driver, nvcc, PyCUDA) is missing."),
+    "new": ("python -m cudabook new <chapter> <listing>", "scaffold a new listing",
+            "Writes code/<chapter>/<listing>.cu and .py from the templates and prints the\n"
+            "includes to paste into the chapter; CONTRIBUTING.md walks through the rest."),
+    "verify": ("python -m cudabook verify [--stale] [pytest args]",
+               "run the GPU suite and write the records",
+               "Runs every listing's checks, sanitizer runs and timings on this GPU and writes a\n"
+               "record for each; --stale: only what is not current. Other arguments go to\n"
+               "pytest (-k <listing> for one)."),
+    "compare-records": ("python -m cudabook compare-records <dir> [--band 0.1] [--facts]",
+                        "do the records a GPU run wrote in <dir> reproduce the committed ones?",
+                        "--band: how far a rate may move (default 0.1); --facts: also list the facts\n"
+                        "that moved (the prose to re-read), without failing on them."),
+}
+
+USAGE = ("usage: python -m cudabook <command> [args]\n\n"
+         + "\n".join(f"  {line}\n      {summary}" for line, summary, _ in COMMANDS.values())
+         + "\n\npython -m cudabook <command> --help says more about one.")
+
+
+def command_help(cmd: str) -> str:
+    line, summary, more = COMMANDS[cmd]
+    return f"usage: {line}\n\n{summary[0].upper() + summary[1:]}{'' if summary.endswith('?') else '.'}\n{more}"
 
 
 @dataclass
@@ -402,9 +426,12 @@ def verify(args: list[str]) -> int:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
+        print(USAGE)
         return 0
     cmd, rest = argv[0], argv[1:]
+    if cmd in COMMANDS and rest[:1] in (["-h"], ["--help"]):
+        print(command_help(cmd))
+        return 0
     if cmd == "doctor":
         return doctor()
     if cmd == "list":
@@ -418,8 +445,12 @@ def main(argv=None) -> int:
     if cmd == "compare-records" and rest:
         band = float(rest[rest.index("--band") + 1]) if "--band" in rest else record.NOISE_BAND
         return compare_records(rest[0], band, facts="--facts" in rest)
-    print(f"unknown command or arguments: python -m cudabook {' '.join(argv)}\n", file=sys.stderr)
-    print(__doc__.split("\n\n`doctor`")[0], file=sys.stderr)
+    if cmd in COMMANDS:
+        print(f"python -m cudabook {cmd}: wrong arguments: {' '.join(rest) or '(none)'}\n", file=sys.stderr)
+        print(command_help(cmd), file=sys.stderr)
+    else:
+        print(f"unknown command: {cmd}\n", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
     return 2
 
 

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from mkdocs.structure.files import File
 
-from cudabook import listings, plots, record, suite
+from cudabook import listings, plots, project, record, suite
 from cudabook.listings import Listing
 
 log = logging.getLogger("mkdocs.plugins.cudabook")
@@ -72,6 +72,41 @@ def _status(listing: Listing):
 
 def on_pre_build(config):
     _STATUS.clear()
+
+
+def on_config(config):
+    """The site's addresses, from pyproject.toml (cudabook/project.py):
+    site_url gives the sitemap and canonical links, repo_url the header's
+    link to the repository, and each page's edit and view-source buttons
+    (set in on_page_context) open the file the page is made from."""
+    root = Path(config["config_file_path"]).resolve().parent
+    config["site_url"] = config["site_url"] or project.site(root)
+    config["repo_url"] = config["repo_url"] or project.repository(root)
+    config["repo_name"] = project.slug(root)
+    return config
+
+
+def source_path(page, config) -> str | None:
+    """The repository file a page is made from, for its edit button: a
+    chapter's index.md, a page of docs/, or the file a page only includes
+    whole (docs/contributing.md shows CONTRIBUTING.md). None for a notebook:
+    notebooks are generated from the listings and executed on the GPU
+    (edit the listing or the chapter instead)."""
+    src = page.file.src_uri
+    if src.endswith(".ipynb"):
+        return None
+    if src.startswith(CHAPTERS_DIR + "/"):
+        return src
+    text = Path(page.file.abs_src_path).read_text() if page.file.abs_src_path else ""
+    whole = RAW.fullmatch(text.strip())
+    return whole.group(1) if whole else f"{Path(config['docs_dir']).name}/{src}"
+
+
+def on_page_context(context, page, config, nav):
+    path = source_path(page, config)
+    root = Path(config["config_file_path"]).resolve().parent
+    page.edit_url = project.edit_url(path, root) if path else None
+    return context
 
 
 def _allow_stale() -> bool:
@@ -500,11 +535,13 @@ def malformed_fields(markdown: str) -> list[str]:
     return [m.group(0) for m in re.finditer(r"\[\[rec:[^\]]*\]\]", prose) if not FIELD.fullmatch(m.group(0))]
 
 
+NOTEBOOK_SEARCH_BOOST = 0.2   # a notebook's page weighs a fifth of a chapter's in search
 HEADING = re.compile(r'<h([1-6]) id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
 
 
 def on_page_content(html, page, config, files):
-    """A notebook page's table of contents, from the headings its HTML has.
+    """A notebook page's table of contents, from the headings its HTML has,
+    and its place in search.
 
     mkdocs-jupyter builds the contents from a Markdown copy of the notebook,
     where a heading that is all code (a listing's name in backticks) comes out
@@ -514,6 +551,13 @@ def on_page_content(html, page, config, files):
     if not page.file.src_uri.endswith(".ipynb"):
         return html
     from mkdocs.structure.toc import get_toc
+
+    # Search: a notebook repeats its chapter's code, so a query such as "bank
+    # conflict" found a wall of it first. Its input cells stay out of the
+    # index, and its page ranks below the chapters.
+    html = html.replace('class="jp-InputArea jp-Cell-inputArea"',
+                        'class="jp-InputArea jp-Cell-inputArea" data-search-exclude')
+    page.meta["search"] = {"boost": NOTEBOOK_SEARCH_BOOST}
 
     tokens: list[dict] = []
     for level, ident, inner in HEADING.findall(html):

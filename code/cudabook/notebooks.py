@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import hashing, listings, record, suite
+from . import hashing, listings, project, record, suite
 from .listings import ROOT, Listing
 
 SETUP = '''\
@@ -45,17 +45,9 @@ else:
     raise RuntimeError("run this notebook from inside the cudabook repository")'''
 
 
-def repository(root: Path = ROOT) -> str:
-    """The book's public repository, from pyproject.toml's [project.urls]."""
-    import tomllib
-
-    with open(root / "pyproject.toml", "rb") as f:
-        return tomllib.load(f)["project"]["urls"]["Repository"]
-
-
 def colab_url(chapter: str, root: Path = ROOT) -> str:
-    slug = repository(root).removeprefix("https://github.com/")
-    return f"https://colab.research.google.com/github/{slug}/blob/main/chapters/{chapter}/{chapter}.ipynb"
+    return (f"https://colab.research.google.com/github/{project.slug(root)}/blob/{project.BRANCH}/"
+            f"chapters/{chapter}/{chapter}.ipynb")
 
 
 def chapter_listings(chapter: str, root: Path = ROOT) -> list[Listing]:
@@ -151,7 +143,7 @@ def build(chapter: str, root: Path = ROOT, describe=listings.describe) -> dict:
             f"Generated from the chapter's listings in `code/{chapter}/`. Each listing runs "
             "its checks here; the outputs below come from a run on the GPU named in the last "
             "cell. The timings are in the chapter, from the book's GPU records."),
-        _code(SETUP.replace("{repo}", repository(root))),
+        _code(SETUP.replace("{repo}", project.repository(root))),
     ]
     for lst in found:
         cells.append(_doc_cell(lst))

@@ -90,9 +90,33 @@ def legend_below(fig, ax, note: str) -> None:
     fig.legend(handles, names, loc="lower center", ncols=1, fontsize=11, frameon=False)
 
 
+class ChartLayoutError(ValueError):
+    """A chart's titles touch: the reader would see them run together."""
+
+
+#: The least space between two titles, in points (half a line at 12 pt).
+TITLE_GAP_PT = 6
+
+
+def overlapping_titles(fig) -> list[tuple[str, str]]:
+    """Pairs of titles (the figure's, each panel's) whose drawn boxes come
+    closer than TITLE_GAP_PT, as laid out for saving."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    pad = TITLE_GAP_PT / 72 * fig.dpi / 2
+    texts = [t for t in [fig._suptitle] + [ax.title for ax in fig.axes] if t is not None and t.get_text()]
+    boxes = [(t.get_text(), t.get_window_extent(renderer).padded(pad)) for t in texts]
+    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if ba.overlaps(bb)]
+
+
 def svg(fig) -> bytes:
+    """The figure as SVG; a ChartLayoutError if two of its titles touch."""
     import matplotlib.pyplot as plt
 
+    clash = overlapping_titles(fig)
+    if clash:
+        plt.close(fig)
+        raise ChartLayoutError("titles too close: " + "; ".join(f"{a!r} and {b!r}" for a, b in clash))
     buf = io.BytesIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})
     plt.close(fig)
