@@ -1,0 +1,240 @@
+"""Issue #45's measurement machinery tried on the GPU before the book is
+re-recorded with it (not a listing; no record). Run from the checkout on
+the GPU machine:
+
+    bash .gpu/gpu-env.sh python3 docs/assets/experiments/evidence_probe.py
+
+with nvidia-ml-py (and, optionally, liger-kernel) on PYTHONPATH. It asks:
+
+A. Do the clocks move during a long tensor-core run, and does NVML see
+   why? cuBLAS bf16 8192^3 products in eight blocks of about a second,
+   each bracketed by gpu_state.around: TFLOP/s, SM clock at each end,
+   time held by the power or thermal limit, mean power.
+B. Why did the book's SDPA baseline read slower than an independent
+   timing (issue #45, item 5)? At B=8, H=16, S=4096, D=128, bf16, causal
+   and not: SDPA timed as the listing times it (cudabook.bench, after our
+   kernels), with torch's events around 40 calls after warm-up (as the
+   independent timing did), and in alternation with our best kernel
+   (comparison.alternate: ratio median and p20-p80); and which kernels
+   each backend ran (comparison.kernels), with torch._fused_sdp_choice.
+C. Does CUPTI see our PyCUDA kernel (so kernel sums can time both sides)?
+D. Does liger-kernel run here, as an extra baseline (RMSNorm)?
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path[:0] = [str(ROOT / "code"), str(ROOT / "code" / "attention")]
+
+import numpy as np  # noqa: E402
+
+import cudabook as cb  # noqa: E402
+from cudabook import comparison, gpu_state  # noqa: E402
+
+OUT = Path(os.environ.get("OUT", "/tmp"))
+found: dict = {}
+
+
+def say(*a):
+    print(*a, flush=True)
+
+
+def part_a(torch):
+    say("\n== A. cuBLAS bf16 8192^3, eight blocks of about 1 s, state around each")
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(5):
+        torch.matmul(a, b, out=c)
+    torch.cuda.synchronize()
+    say("idle-ish:", gpu_state.read().__dict__)
+    rows = []
+    for k in range(8):
+        def block():
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(600):
+                torch.matmul(a, b, out=c)
+            e.record()
+            e.synchronize()
+            return s.elapsed_time(e) / 600
+        ms, span = gpu_state.around(block)
+        tf = 2 * n ** 3 / (ms * 1e-3) / 1e12
+        rows.append({"block": k, "ms": ms, "tflops": tf, **({"state": span.as_dict()} if span else {})})
+        say(f"block {k}: {ms:.4f} ms {tf:6.1f} TFLOP/s | {span.summary() if span else 'no NVML'}")
+    found["A_gemm_blocks"] = rows
+    profile = comparison.kernels(lambda: torch.matmul(a, b, out=c))
+    say("cuBLAS ran:", profile.kernels)
+    found["A_gemm_kernels"] = profile.as_dict()
+
+
+def part_b(torch):
+    import flash_bf16 as fb
+    import torch.nn.functional as F
+    from pycuda import gpuarray
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import _ref
+
+    kernels = fb.load_kernels()
+    b, h, s, d = 8, 16, 4096, 128
+    q16, k16, v16 = _ref.random_qkv(b, h, s, d, 1, np.random.default_rng(1), bf16=True)
+    qg, kg, vg = (gpuarray.to_gpu(x) for x in (q16, k16, v16))
+    og = gpuarray.empty(q16.shape, np.uint16)
+    tq, tk, tv = (torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16) for x in (q16, k16, v16))
+    ws = 4 * q16.nbytes
+    backends = {"default": None, "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    for causal in (False, True):
+        tag = "causal" if causal else "full"
+        work = _ref.flops(b, h, s, d, causal)
+        tf = lambda ms: work / (ms * 1e-3) / 1e12  # noqa: E731
+        res: dict = {"choice": None}
+        try:
+            res["choice"] = SDPBackend(torch._fused_sdp_choice(tq, tk, tv, None, 0.0, causal)).name
+        except Exception as e:  # the private API moved
+            res["choice"] = f"not available: {e}"
+        say(f"\n== B. S={s} D={d} {tag}: torch._fused_sdp_choice -> {res['choice']}")
+
+        ours_name = "flash_d128_m2_n64"
+        ours = lambda: fb.attention(kernels, ours_name, qg, kg, vg, og, causal)  # noqa: E731
+
+        def sdpa(backend):
+            def call():
+                if backend is None:
+                    return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+            return call
+
+        # 1. As the listing times it: ours first, then each SDPA backend.
+        t_ours = cb.bench(ours, working_set_bytes=ws).median_ms
+        res["listing_way"] = {"ours_ms": t_ours, "ours_tflops": tf(t_ours)}
+        say(f"listing's way: ours {t_ours:.4f} ms {tf(t_ours):.1f} TFLOP/s")
+        for name, be in backends.items():
+            try:
+                ms = cb.bench(sdpa(be), working_set_bytes=ws).median_ms
+            except RuntimeError as e:
+                say(f"  SDPA {name}: not available ({str(e)[:80]})")
+                continue
+            res["listing_way"][name] = {"ms": ms, "tflops": tf(ms)}
+            say(f"  SDPA {name}: {ms:.4f} ms {tf(ms):.1f} TFLOP/s (cudabook.bench, PyCUDA events a call)")
+
+        # 2. The independent way: torch events around 40 calls, after 10 warm-ups.
+        res["torch_events_40"] = {}
+        for name, be in backends.items():
+            call = sdpa(be)
+            try:
+                for _ in range(10):
+                    call()
+            except RuntimeError:
+                continue
+            st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            st.record()
+            for _ in range(40):
+                call()
+            en.record()
+            en.synchronize()
+            ms = st.elapsed_time(en) / 40
+            res["torch_events_40"][name] = {"ms": ms, "tflops": tf(ms)}
+            say(f"  SDPA {name}: {ms:.4f} ms {tf(ms):.1f} TFLOP/s (torch events around 40 calls)")
+
+        # 3. The host: what one call costs the CPU, against the GPU's time.
+        for name, be in backends.items():
+            call = sdpa(be)
+            try:
+                call()
+            except RuntimeError:
+                continue
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(40):
+                call()
+            host = (time.perf_counter() - t0) / 40 * 1e3
+            torch.cuda.synchronize()
+            res.setdefault("host_ms_per_call", {})[name] = host
+            say(f"  SDPA {name}: the host issues a call in {host:.4f} ms")
+
+        # 4. In alternation with ours, the ratio with its spread.
+        res["alternate"] = {}
+        for name, be in backends.items():
+            try:
+                sdpa(be)()
+            except RuntimeError:
+                continue
+            c = comparison.alternate(ours, sdpa(be), working_set_bytes=ws, rounds=7, budget_ms=700.0)
+            res["alternate"][name] = c.as_dict()
+            say("  " + c.line(ours_name, f"SDPA {name}") +
+                f"; ours {tf(c.ours.median_ms):.1f}, SDPA {tf(c.baseline.median_ms):.1f} TFLOP/s")
+            if c.state:
+                say("    state over the rounds: held", c.state["held_ns"], "mean W",
+                    round(c.state["mean_power_w"] or 0), "SM MHz",
+                    c.state["before"]["sm_clock_mhz"], "->", c.state["after"]["sm_clock_mhz"])
+
+        # 5. What ran.
+        res["kernels"] = {}
+        for name, be in backends.items():
+            try:
+                p = comparison.kernels(sdpa(be))
+            except RuntimeError:
+                continue
+            res["kernels"][name] = p.as_dict()
+            say(f"  SDPA {name} ran {p.launches:.0f} GPU ops a call, {p.gpu_ms:.4f} ms: {p.kernels}")
+        p = comparison.kernels(ours)
+        res["kernels"]["ours"] = p.as_dict()
+        say(f"  ours ran {p.launches:.0f} GPU ops a call, {p.gpu_ms:.4f} ms: {p.kernels}  (part C)")
+        found[f"B_{tag}"] = res
+
+
+def part_d(torch):
+    say("\n== D. liger-kernel")
+    try:
+        from liger_kernel.transformers.rms_norm import LigerRMSNorm
+    except Exception as e:
+        found["D_liger"] = f"import failed: {type(e).__name__}: {e}"
+        say(found["D_liger"])
+        return
+    rows, cols = 32768, 4096
+    x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+    m = LigerRMSNorm(cols).cuda().to(torch.bfloat16)
+    ref = torch.nn.functional.rms_norm(x.float(), (cols,), m.weight.float(), m.variance_epsilon)
+    err = (m(x).float() - ref).abs().max().item()
+    ms = cb.bench(lambda: m(x), working_set_bytes=2 * x.numel() * 2).median_ms
+    tms = cb.bench(lambda: torch.nn.functional.rms_norm(x, (cols,), m.weight, m.variance_epsilon),
+                   working_set_bytes=2 * x.numel() * 2).median_ms
+    gbs = lambda t: 2 * x.numel() * 2 / (t * 1e-3) / 1e9  # noqa: E731
+    found["D_liger"] = {"ms": ms, "gb_s": gbs(ms), "torch_ms": tms, "torch_gb_s": gbs(tms), "max_err": err,
+                        "kernels": comparison.kernels(lambda: m(x)).kernels}
+    say(f"LigerRMSNorm {rows}x{cols} bf16: {ms:.4f} ms {gbs(ms):.0f} GB/s (max err {err:.3g}); "
+        f"F.rms_norm {tms:.4f} ms {gbs(tms):.0f} GB/s")
+
+
+def main() -> int:
+    gpu = cb.init()
+    torch = cb.torch_cuda()
+    say(f"GPU: {gpu.name}; torch {torch.__version__}; NVML: {gpu_state.why_not() or 'ok'}")
+    found["gpu"] = gpu.name
+    found["torch"] = torch.__version__
+    for part in (part_a, part_b, part_d):
+        t0 = time.time()
+        try:
+            part(torch)
+        except Exception as e:
+            import traceback
+            traceback.print_exc()
+            found[part.__name__ + "_error"] = f"{type(e).__name__}: {e}"
+        say(f"[{part.__name__}: {time.time() - t0:.1f} s]")
+    (OUT / "evidence_probe.json").write_text(json.dumps(found, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

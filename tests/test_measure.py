@@ -1,0 +1,193 @@
+"""The measurement machinery of issue #45, without a GPU: the GPU's state
+through NVML (a fake pynvml), and our kernel against its baseline in
+alternation (a fake timer)."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from cudabook import comparison, gpu_state
+from cudabook.bench import Timing
+
+
+class FakeNvml(types.ModuleType):
+    """Enough of pynvml for gpu_state.read: one GPU whose counters move by
+    what the test says between readings."""
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, reasons=0x0, power_held_ns=(0, 0), energy_mj=(1000, 1000)):
+        super().__init__("pynvml")
+        self.readings = 0
+        self.reasons, self.power_held, self.energy = reasons, list(power_held_ns), list(energy_mj)
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        self.readings += 1                       # each reading starts by finding the GPU
+        return ("index", i)
+
+    def nvmlDeviceGetHandleByUUID(self, u):
+        return ("uuid", u)
+
+    def nvmlDeviceGetHandleByPciBusId(self, b):
+        return ("pci", b)
+
+    def nvmlDeviceGetUUID(self, h):
+        return b"GPU-1234"
+
+    def nvmlDeviceGetName(self, h):
+        return "NVIDIA H200"
+
+    def nvmlDeviceGetClockInfo(self, h, which):
+        return 1980 if which == self.NVML_CLOCK_SM else 3201
+
+    def nvmlDeviceGetMaxClockInfo(self, h, which):
+        return 1980
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 650_000
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        return 700_000
+
+    def nvmlDeviceGetTemperature(self, h, which):
+        return 55
+
+    def nvmlDeviceGetPerformanceState(self, h):
+        return 0
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return self.reasons
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        return self.energy[min(self.readings, len(self.energy)) - 1]
+
+    def nvmlDeviceGetViolationStatus(self, h, policy):
+        if policy == 1:
+            raise self.NVMLError("not supported")
+        return types.SimpleNamespace(violationTime=self.power_held[min(self.readings, len(self.power_held)) - 1])
+
+
+@pytest.fixture
+def nvml(monkeypatch):
+    def install(**kw):
+        fake = FakeNvml(**kw)
+        monkeypatch.setitem(sys.modules, "pynvml", fake)
+        monkeypatch.setattr(gpu_state, "_NVML", {})
+        return fake
+    return install
+
+
+def test_a_reading_names_the_gpu_its_clocks_and_its_limits(nvml):
+    nvml(reasons=0x1)
+    s = gpu_state.read()
+    assert (s.uuid, s.sm_clock_mhz, s.max_sm_clock_mhz, s.mem_clock_mhz) == ("GPU-1234", 1980, 1980, 3201)
+    assert (s.power_w, s.power_limit_w, s.temperature_c, s.pstate) == (650.0, 700.0, 55, 0)
+    assert s.reasons == ["idle"] and not s.throttled()
+    assert s.violation_ns == {"power": 0}            # thermal: not supported here, so absent
+
+
+def test_clock_event_reasons_by_name():
+    assert gpu_state.reasons_of(0x4 | 0x40) == ["software power cap", "hardware thermal slowdown"]
+    assert gpu_state.reasons_of(0) == []
+    assert gpu_state.reasons_of(0x1000) == ["unknown (0x1000)"]
+
+
+def test_a_span_is_throttled_when_the_counters_moved_between_readings(nvml):
+    """Neither reading shows a reason, but the GPU spent 2 ms held by its
+    power limit in between: the span says so, and gives the mean power."""
+    nvml(power_held_ns=(5_000_000, 7_000_000), energy_mj=(1_000, 651_000))
+    _, span = gpu_state.around(lambda: None)
+    assert not span.before.throttled() and not span.after.throttled()
+    assert span.held_ns == {"power": 2_000_000}
+    assert span.throttled()
+    assert "THROTTLED" in span.summary() and "2.0 ms held by power" in span.summary()
+    assert span.as_dict()["throttled"] is True
+    span.seconds = 1.0
+    assert span.mean_power_w == pytest.approx(650.0)
+
+
+def test_a_quiet_span_is_not_throttled(nvml):
+    nvml(power_held_ns=(5_000_000, 5_000_000))
+    result, span = gpu_state.around(lambda: 42)
+    assert result == 42 and not span.throttled() and "THROTTLED" not in span.summary()
+
+
+def test_a_power_cap_at_either_end_is_throttling(nvml):
+    nvml(reasons=0x4)
+    _, span = gpu_state.around(lambda: None)
+    assert span.throttled() and "software power cap" in span.summary()
+
+
+def test_without_nvml_there_is_no_reading_and_a_reason(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)      # import pynvml raises ImportError
+    monkeypatch.setattr(gpu_state, "_NVML", {})
+    assert gpu_state.read() is None
+    assert "nvidia-ml-py" in gpu_state.why_not()
+    assert gpu_state.around(lambda: 1) == (1, None)
+
+
+def test_the_device_is_found_by_uuid_bus_id_or_index(nvml, monkeypatch):
+    fake = nvml()
+    assert gpu_state._handle(fake, "GPU-abc") == ("uuid", "GPU-abc")
+    assert gpu_state._handle(fake, "0000:19:00.0") == ("pci", "0000:19:00.0")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    assert gpu_state._handle(fake, None) == ("index", 3)
+
+
+def _t(ms: float, reps: int = 10) -> Timing:
+    return Timing(median_ms=ms, p20_ms=ms, p80_ms=ms, min_ms=ms * 0.99, reps=reps, l2_flushed=False)
+
+
+def test_alternation_is_abba_and_each_round_gives_a_ratio(monkeypatch):
+    """Ours at 1.0 ms, the baseline at 2.0 ms, slowing by 1% a block as the
+    chip warms: ABBA order, one ratio a round, the median between the
+    rounds' extremes, both sides' repetitions all counted."""
+    monkeypatch.setattr(gpu_state, "around", lambda fn, device=None: (fn(), None))
+    order, clock = [], [1.0]
+
+    def ours():
+        pass
+
+    def theirs():
+        pass
+
+    def timer(fn, *, working_set_bytes, budget_ms, warmup_ms, min_reps):
+        order.append("A" if fn is ours else "B")
+        clock[0] *= 1.01
+        return _t((1.0 if fn is ours else 2.0) * clock[0])
+
+    c = comparison.alternate(ours, theirs, working_set_bytes=1 << 30, rounds=6, timer=timer)
+    assert "".join(order) == "ABBAABBAABBA"
+    assert len(c.ratios) == 6
+    assert all(r == pytest.approx(2.0, rel=0.03) for r in c.ratios)
+    assert c.ratio_p20 <= c.ratio <= c.ratio_p80
+    assert c.ours.reps == c.baseline.reps == 60
+    assert "median of 6 alternations" in c.line("flash", "SDPA")
+
+
+def test_alternation_needs_five_rounds():
+    with pytest.raises(ValueError, match="at least 5"):
+        comparison.alternate(lambda: None, lambda: None, working_set_bytes=1, rounds=4)
+
+
+def test_pooled_timing_takes_the_blocks_medians():
+    p = comparison.pool([_t(1.0, 10), _t(3.0, 20), _t(2.0, 30)])
+    assert (p.median_ms, p.reps, p.min_ms) == (2.0, 60, 0.99)
+    assert p.p20_ms < p.median_ms < p.p80_ms
+
+
+def test_a_kernel_profile_counts_one_call():
+    """kernels() divides what the profiler saw by the number of calls."""
+    prof = comparison.KernelProfile(kernels=["a", "b"], launches=2.0, gpu_ms=0.5)
+    assert prof.as_dict() == {"kernels": ["a", "b"], "launches": 2.0, "gpu_ms": 0.5}
+    assert comparison._device_ms(types.SimpleNamespace(device_time=1500.0)) == 1.5
+    assert comparison._device_ms(types.SimpleNamespace(cuda_time=250.0)) == 0.25
