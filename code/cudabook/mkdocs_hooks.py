@@ -331,7 +331,7 @@ def _values(rec: record.Record, b=None) -> dict:
         "rate": b and record.rate_text(b.bytes_per_s),
         "copy": b and record.rate_text(b.ceiling_bytes_per_s),
         "fraction": b and f"{100 * b.fraction_of_ceiling:.0f}%",
-        "time": b and f"{1000 * b.timing.median_ms:.0f} µs",
+        "time": b and record.time_text(b.timing.median_ms),
         "reps": b and f"{b.timing.reps:,}",
         "bytes": b and f"{b.bytes_moved / 1e9:.1f} GB",
         "baseline": base and base.name,

@@ -394,6 +394,17 @@ def rate_text(bps: float) -> str:
     return f"{bps / 1e12:.2f} TB/s" if bps >= 1e12 else f"{bps / 1e9:.0f} GB/s"
 
 
+def time_text(ms: float) -> str:
+    """A time for prose, in the unit that fits, with three significant
+    figures and thousands separators: '8.25 µs', '236 µs', '2.01 ms',
+    '471 ms', '1,204.50 s'."""
+    us = ms * 1e3
+    for value, unit in ((us, "µs"), (ms, "ms")):
+        if value < 1000:
+            return f"{value:.{2 if value < 10 else 1 if value < 100 else 0}f} {unit}"
+    return f"{ms / 1e3:,.2f} s"
+
+
 def headline_benchmark(rec: Record) -> Benchmark | None:
     """The benchmark a badge shows: the listing's own best, that is the
     fastest of those with targets, else of those beside a library
