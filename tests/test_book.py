@@ -817,3 +817,18 @@ def test_a_chart_whose_titles_touch_is_refused():
     with pytest.raises(plots.ChartLayoutError, match="too close"):
         plots.svg(chart(1.0))
     assert plots.svg(chart(0.99)).startswith(b"<?xml")
+
+
+def test_a_checks_values_can_be_shown():
+    """[[rec:...:check[<name>].norm_rel_err]] shows a check's norm-wise
+    error from the record (the tensor-core chapter quotes how it grows
+    with K), formatted .1e unless a format is given."""
+    page = _page("chapters/matmul_tc/index.md")
+    rec = record.load(listings.find("matmul_tc/tc_gemm"))
+    first = next(c for c in rec.checks() if c.name == "mma 4096x4096x4096")
+    assert mkdocs_hooks.field("matmul_tc/tc_gemm", "check[mma 4096x4096x4096].norm_rel_err", page) == \
+        format(first.norm_rel_err, ".1e")
+    assert mkdocs_hooks.field("matmul_tc/tc_gemm", "check[mma 4096x4096x4096].k", page) == \
+        f"{first.k:,.0f}"
+    assert mkdocs_hooks.FIELD.fullmatch("[[rec:matmul_tc/tc_gemm:check[mma 1024x1024x1024].norm_rel_err|.2e]]")
+    assert mkdocs_hooks.field("matmul_tc/tc_gemm", "check[no such check].k", page) == "(unknown)"

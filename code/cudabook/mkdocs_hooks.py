@@ -55,8 +55,10 @@ FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
 FENCED_BLOCK = re.compile(r"^(\s*)(`{3,}|~{3,}).*?^\1\2\s*$", re.M | re.S)   # a whole fenced block
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 ANNOTATION = re.compile(r"^\d+\.\s")
-FIELD = re.compile(r"\[\[rec:([\w-]+/[\w-]+):((?:bench\[[^\]|]+\]\.)?[\w.]+)(?:\|([^\]]+))?\]\]")
+FIELD = re.compile(r"\[\[rec:([\w-]+/[\w-]+):((?:(?:bench|check)\[[^\]|]+\]\.)?[\w.]+)(?:\|([^\]]+))?\]\]")
 BENCH_FIELD = re.compile(r"bench\[([^\]|]+)\]\.(\w+)$")
+CHECK_FIELD = re.compile(r"check\[([^\]|]+)\]\.(norm_rel_err|worst_ratio|k|n|outside)$")
+CHECK_FORMATS = {"norm_rel_err": ".1e", "worst_ratio": ".2g", "k": ",.0f"}   # unless the field gives one
 OUTPUT = re.compile(r"^([ \t]*)<!-- cudabook:output ([\w-]+/[\w-]+) (\S+) -->$", re.M)
 
 
@@ -342,35 +344,55 @@ def _values(rec: record.Record, b=None) -> dict:
     }
 
 
+def _number(v, spec: str | None, where: str):
+    """A fact's or a check's value as prose shows it: "%" a percentage,
+    "billion", "met" for a yes/no, else a Python format spec (".2f"); with
+    no spec, an integer with thousands separators. None where the spec
+    does not apply (a build warning names it)."""
+    if isinstance(v, bool) and spec == "met":
+        return "met" if v else "missed"
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return v
+    if spec == "%":
+        return f"{100 * v:.0f}%"
+    if spec == "billion":
+        return f"{v / 1e9:.2f} billion"
+    if spec:
+        try:
+            return format(v, spec)
+        except ValueError as e:
+            log.warning(f"{where}: the format {spec!r} does not apply ({e}); use %, billion, met or a "
+                        f"Python format spec such as .2f")
+            return None
+    return f"{v:,.0f}" if isinstance(v, float) else f"{v:,}"
+
+
 def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
     """One value from a listing's record, formatted for prose. `spec` formats
-    a number: "%" as a percentage, else a format spec such as ".2f"."""
+    a number: "%" as a percentage, else a format spec such as ".2f".
+    `check[<name>].norm_rel_err` (or worst_ratio, k, n, outside) is a value
+    of the first check of that name (formatted by CHECK_FORMATS)."""
     listing = _listing(listing_id)
     state, rec = _status(listing)
+    where = f"{page.file.src_uri}: [[rec:{listing_id}:{name}{'|' + spec if spec else ''}]]"
     if rec is None:
         _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]] but {listing_id} has no record")
         return "(no record)"
     if state != "current":
         _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]] comes from a record that is {state}")
     if name.startswith("facts."):
-        v = rec.facts().get(name[6:])
-        if isinstance(v, bool) and spec == "met":
-            v = "met" if v else "missed"
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            if spec == "%":
-                v = f"{100 * v:.0f}%"
-            elif spec == "billion":
-                v = f"{v / 1e9:.2f} billion"
-            elif spec:
-                try:
-                    v = format(v, spec)
-                except ValueError as e:
-                    log.warning(f"{page.file.src_uri}: [[rec:{listing_id}:{name}|{spec}]]: "
-                                f"the format {spec!r} does not apply ({e}); use %, billion, met or a "
-                                f"Python format spec such as .2f")
-                    return "(unknown)"
-            else:
-                v = f"{v:,.0f}" if isinstance(v, float) else f"{v:,}"
+        v = _number(rec.facts().get(name[6:]), spec, where)
+        if v is None and name[6:] in rec.facts():
+            return "(unknown)"
+    elif m := CHECK_FIELD.match(name):
+        named = [c for c in rec.checks() if c.name == m.group(1)]
+        if not named:
+            _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]]: {listing_id}'s record has "
+                     f"no check named {m.group(1)!r}")
+            return "(unknown)"
+        v = _number(getattr(named[0], m.group(2)), spec or CHECK_FORMATS.get(m.group(2)), where)
+        if v is None:
+            return "(unknown)"
     elif m := BENCH_FIELD.match(name):
         named = [b for b in rec.benchmarks if b.name == m.group(1)]
         if not named:

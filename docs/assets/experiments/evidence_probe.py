@@ -19,6 +19,11 @@ B. Why did the book's SDPA baseline read slower than an independent
    each backend ran (comparison.kernels), with torch._fused_sdp_choice.
 C. Does CUPTI see our PyCUDA kernel (so kernel sums can time both sides)?
 D. Does liger-kernel run here, as an extra baseline (RMSNorm)?
+E. What does SDPA run in float32 (the attention chapter's "fp32" SDPA
+   bar), and how does it compare with its math backend in true FP32?
+   Also the default of torch.backends.cudnn.benchmark_limit.
+
+`python3 evidence_probe.py E` runs part E alone.
 """
 
 from __future__ import annotations
@@ -217,13 +222,54 @@ def part_d(torch):
         f"F.rms_norm {tms:.4f} ms {gbs(tms):.0f} GB/s")
 
 
+def part_e(torch):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    say(f"\n== E. SDPA in float32; cudnn.benchmark_limit = {torch.backends.cudnn.benchmark_limit}")
+    found["E_cudnn_benchmark_limit"] = torch.backends.cudnn.benchmark_limit
+    b, h, s, d = 8, 16, 4096, 128
+    g = torch.Generator(device="cuda").manual_seed(1)
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", generator=g) for _ in range(3))
+    work = 4 * b * h * s * s * d
+    choice = SDPBackend(torch._fused_sdp_choice(q, k, v, None, 0.0, False)).name
+    say("torch._fused_sdp_choice ->", choice)
+    res = {"choice": choice}
+    ref = F.scaled_dot_product_attention(q[:1, :2].double(), k[:1, :2].double(), v[:1, :2].double())
+    for name, be in (("default", None), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+                     ("math, TF32 off", SDPBackend.MATH)):
+        def call():
+            if be is None:
+                return F.scaled_dot_product_attention(q, k, v)
+            with sdpa_kernel(be):
+                return F.scaled_dot_product_attention(q, k, v)
+        before = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            out = call()
+            err = ((out[:1, :2].double() - ref).norm() / ref.norm()).item()
+            ms = cb.bench(call, working_set_bytes=4 * q.numel() * 4, budget_ms=300).median_ms
+            prof = comparison.kernels(call, calls=2)
+        except RuntimeError as e:
+            say(f"  {name}: not available ({str(e)[:80]})")
+            continue
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before
+        res[name] = {"ms": ms, "tflops": work / (ms * 1e-3) / 1e12, "norm_rel_err": err, **prof.as_dict()}
+        say(f"  {name}: {ms:.3f} ms {work / (ms * 1e-3) / 1e12:.1f} TFLOP/s, error vs float64 {err:.2e}; "
+            f"ran {prof.kernels[:4]}")
+    found["E_sdpa_fp32"] = res
+
+
 def main() -> int:
     gpu = cb.init()
     torch = cb.torch_cuda()
     say(f"GPU: {gpu.name}; torch {torch.__version__}; NVML: {gpu_state.why_not() or 'ok'}")
     found["gpu"] = gpu.name
     found["torch"] = torch.__version__
-    for part in (part_a, part_b, part_d):
+    parts = {"A": part_a, "B": part_b, "D": part_d, "E": part_e}
+    chosen = sys.argv[1:] or ["A", "B", "D", "E"]
+    for part in (parts[c] for c in chosen):
         t0 = time.time()
         try:
             part(torch)
