@@ -584,8 +584,9 @@ def test_matmul_tc_puts_this_record_against_the_earlier_ones():
     facts, text = _facts_and_chapter_text("matmul_tc/tc_gemm")
     ours, cublas = facts["tc_mma_pipelined_8192_tflops"], facts["cublas_8192_tflops"]
     at4096 = facts["tc_mma_pipelined_4096_tflops"]
-    said = "That is close to cuBLAS's rate"     # the ceiling of about 714 TFLOP/s worked out in the chapter
-    assert said in text and 0.9 * 714 < cublas < 1.1 * 714, f"cuBLAS at {cublas:.0f} TFLOP/s: the chapter says {said!r}"
+    # rung 4's design ceiling worked out in the chapter: two thirds of 989 TFLOPS, about 660 TFLOP/s
+    said = "even a polished version of it could not catch cuBLAS"
+    assert said in text and cublas > 660, f"cuBLAS at {cublas:.0f} TFLOP/s: the chapter says {said!r}"
     wg = _facts("matmul_tc/wgmma_gemm")
     smaller = wg["wgmma_gemm_4096_of_cublas"] > wg["wgmma_gemm_8192_of_cublas"]
     _says_exactly_what_holds(text, {
