@@ -50,7 +50,7 @@ log = logging.getLogger("mkdocs.plugins.cudabook")
 
 CHAPTERS_DIR = "chapters"
 VERIFICATION_PAGE = "verification.md"
-INCLUDE = re.compile(r'--8<--\s+"code/([\w-]+)/([\w-]+)\.(cu|py)(?::[\w-]+)?"')
+INCLUDE = re.compile(r'--8<--\s+"code/([\w-]+)/([\w-]+)\.(cu|py)(?::([\w-]+))?"')   # chapter, name, kind, section
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
 FENCED_BLOCK = re.compile(r"^(\s*)(`{3,}|~{3,}).*?^\1\2\s*$", re.M | re.S)   # a whole fenced block
 INLINE_CODE = re.compile(r"`[^`\n]*`")
@@ -210,16 +210,14 @@ def _badge_spots(markdown: str) -> dict[str, int]:
     return {lid: kernel.get(lid, k) for lid, k in first.items()}
 
 
-KERNEL_SECTION = re.compile(r'--8<--\s+"code/([\w-]+)/([\w-]+)\.cu:([\w-]+)"')
-
-
 def _kernel_sections(markdown: str) -> dict[str, dict[str, int]]:
     """For each listing, the named sections of its kernel file the page
     shows, each with the first code block that shows it."""
     out: dict[str, dict[str, int]] = {}
     for k, block in enumerate(_blocks(markdown.split("\n"))):
-        for inc in KERNEL_SECTION.finditer(block):
-            out.setdefault(f"{inc.group(1)}/{inc.group(2)}", {}).setdefault(inc.group(3), k)
+        for inc in INCLUDE.finditer(block):
+            if inc.group(3) == "cu" and inc.group(4):
+                out.setdefault(f"{inc.group(1)}/{inc.group(2)}", {}).setdefault(inc.group(4), k)
     return out
 
 

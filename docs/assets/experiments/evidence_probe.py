@@ -23,7 +23,13 @@ E. What does SDPA run in float32 (the attention chapter's "fp32" SDPA
    bar), and how does it compare with its math backend in true FP32?
    Also the default of torch.backends.cudnn.benchmark_limit.
 
-`python3 evidence_probe.py E` runs part E alone.
+F. The transformer block (issue #45, item 4): the book's eight launches
+   and PyTorch's eager block at B = 8 and B = 1, T = 1024, timed with
+   events around each call (as the listing does), as the sum of their
+   kernels' GPU time (profiler), and, for PyTorch's, replayed as a CUDA
+   graph; then ours against the graphed eager block in alternation.
+
+`python3 evidence_probe.py E F` runs parts E and F alone.
 """
 
 from __future__ import annotations
@@ -261,13 +267,58 @@ def part_e(torch):
     found["E_sdpa_fp32"] = res
 
 
+def part_f(torch):
+    sys.path.insert(0, str(ROOT / "code" / "transformer"))
+    import gpt2_block as g
+
+    k = g.load_kernels()
+    for b in (8, 1):
+        t, c, h = 1024, 768, 12
+        say(f"\n== F. GPT-2 block, B={b} T={t}")
+        blk, params64, _ = g.run_shape(k, b, t, c, h, np.random.default_rng(1), torch)
+        plan = blk.plan(k)
+        ws = sum(a.nbytes for a in blk.p.values()) + 2 * 14 * b * t * c
+        m = g.torch_block(torch, c, h, params64, torch.bfloat16)
+        xt = g.to_torch(torch, blk.x.get()).reshape(b, t, c)
+
+        def ours():
+            for launch in plan.values():
+                launch()
+
+        def eager():
+            with torch.no_grad():
+                return m(xt)
+
+        with torch.no_grad():
+            replay = comparison.graphed(lambda: m(xt))
+        res = {}
+        for name, fn in (("ours", ours), ("eager", eager), ("eager as a CUDA graph", replay)):
+            events = cb.bench(fn, working_set_bytes=ws).median_ms
+            prof = comparison.kernels(fn, calls=10)
+            t0 = time.perf_counter()
+            for _ in range(20):
+                fn()
+            host = (time.perf_counter() - t0) / 20 * 1e3
+            torch.cuda.synchronize()
+            res[name] = {"events_ms": events, "kernel_sum_ms": prof.gpu_ms, "launches": prof.launches,
+                         "host_issue_ms": host, "kernels": prof.kernels}
+            say(f"  {name:22s} events {events:.4f} ms | kernels' sum {prof.gpu_ms:.4f} ms over "
+                f"{prof.launches:.0f} launches | host issues a call in {host:.4f} ms")
+        c1 = comparison.alternate(ours, eager, working_set_bytes=ws, rounds=7, budget_ms=700.0)
+        c2 = comparison.alternate(ours, replay, working_set_bytes=ws, rounds=7, budget_ms=700.0)
+        res["alternate_eager"], res["alternate_graph"] = c1.as_dict(), c2.as_dict()
+        say("  " + c1.line("ours", "eager"))
+        say("  " + c2.line("ours", "eager as a graph"))
+        found[f"F_b{b}"] = res
+
+
 def main() -> int:
     gpu = cb.init()
     torch = cb.torch_cuda()
     say(f"GPU: {gpu.name}; torch {torch.__version__}; NVML: {gpu_state.why_not() or 'ok'}")
     found["gpu"] = gpu.name
     found["torch"] = torch.__version__
-    parts = {"A": part_a, "B": part_b, "D": part_d, "E": part_e}
+    parts = {"A": part_a, "B": part_b, "D": part_d, "E": part_e, "F": part_f}
     chosen = sys.argv[1:] or ["A", "B", "D", "E"]
     for part in (parts[c] for c in chosen):
         t0 = time.time()
