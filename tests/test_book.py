@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 import re
 import subprocess
 import sys
@@ -247,6 +248,18 @@ def dead_same_page_links(html: str) -> list[str]:
 def test_dead_same_page_links_are_found():
     page = '<h2 id="a">A</h2><a href="#a">A</a><a href="#_1">?</a><a href="#x%20y">?</a>'
     assert dead_same_page_links(page) == ["_1", "x%20y"]
+
+
+def test_every_chart_drawn_is_shown(site):
+    """No chart is drawn that no page shows (Part II used to get a
+    bandwidth.svg of its first benchmark in every chapter, unused)."""
+    shown = set()
+    for name, text in _pages(site).items():
+        here = posixpath.dirname(name)
+        shown |= {posixpath.normpath(posixpath.join(here, src)) for src in re.findall(r'src="([^"]+\.svg)"', text)}
+    drawn = {p.relative_to(site).as_posix() for p in (site / "chapters").glob("*/*.svg")}
+    assert drawn, "no chart was drawn"
+    assert not drawn - shown, f"charts drawn that no page shows: {sorted(drawn - shown)}"
 
 
 def test_every_same_page_link_has_its_anchor(site):

@@ -201,8 +201,12 @@ SHARED = {"bandwidth.svg": bandwidth_chart}
 
 
 def chapter_charts(chapter: str, root: Path = ROOT) -> dict:
-    """The shared charts and the chapter's own (chapters/<chapter>/charts.py)."""
-    charts = dict(SHARED)
+    """The chapter's own charts (chapters/<chapter>/charts.py), and those
+    shared charts its page shows: a shared chart no page names is not drawn
+    (it showed one benchmark of a ladder under a legend of another)."""
+    page = root / "chapters" / chapter / "index.md"
+    text = page.read_text() if page.is_file() else ""
+    charts = {name: draw for name, draw in SHARED.items() if f"({name})" in text}
     own = root / "chapters" / chapter / "charts.py"
     if own.is_file():
         spec = importlib.util.spec_from_file_location(f"cudabook_charts_{chapter}", own)
