@@ -324,6 +324,7 @@ def test_times_print_in_the_unit_that_fits():
     assert record.time_text(0.00825) == "8.25 µs"
     assert record.time_text(35.9) == "35.9 ms"
     assert record.time_text(1_204_500.0) == "1,204.50 s"
+    assert record.time_text(0.9997) == "1.00 ms"
 
 
 def test_benchmarks_name_sections_as_whole_words():

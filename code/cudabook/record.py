@@ -398,10 +398,10 @@ def time_text(ms: float) -> str:
     """A time for prose, in the unit that fits, with three significant
     figures and thousands separators: '8.25 µs', '236 µs', '2.01 ms',
     '471 ms', '1,204.50 s'."""
-    us = ms * 1e3
-    for value, unit in ((us, "µs"), (ms, "ms")):
-        if value < 1000:
-            return f"{value:.{2 if value < 10 else 1 if value < 100 else 0}f} {unit}"
+    for value, unit in ((ms * 1e3, "µs"), (ms, "ms")):
+        text = f"{value:.{2 if value < 10 else 1 if value < 100 else 0}f}"
+        if float(text) < 1000:                       # 999.7 µs is 1.00 ms, not "1000 µs"
+            return f"{text} {unit}"
     return f"{ms / 1e3:,.2f} s"
 
 
