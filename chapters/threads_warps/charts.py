@@ -97,7 +97,9 @@ def occupancy_chart(chapter: str) -> bytes | None:
 
 def block_rate_chart(chapter: str) -> bytes | None:
     """Time of the one-element-per-thread kernel against block size, beside
-    its two floors: the empty grid's time and the memory's."""
+    its two floors, the empty grid's time and the memory's, and a third:
+    its bytes at the rate the occupancy sweep measured for one 4-byte load
+    per thread in one full wave (100% occupancy)."""
     found = plots.find_facts(chapter, "table", "block_rate")
     if found is None:
         return plots.pending(chapter, "block_rate")
@@ -110,6 +112,11 @@ def block_rate_chart(chapter: str) -> bytes | None:
     ax.plot(b, [r["empty_ms"] for r in rows], "s--", color=plots.COLOURS[2], label="the same grid of empty blocks")
     ax.axhline(f["memory_ms"], color="#c62828", linestyle=":", linewidth=1.5,
                label=f"memory floor (8n bytes at {f['copy_gbs']:,.0f} GB/s)")
+    sweep = plots.find_facts(chapter, "best_gbs", "occupancy_sweep")
+    if sweep is not None:
+        gbs = sweep[2]["best_gbs"]
+        ax.axhline(8 * f["bench_n"] / (gbs * 1e9) * 1e3, color=plots.COLOURS[1], linestyle="-.", linewidth=1.5,
+                   label=f"8n bytes at {gbs:,.0f} GB/s: one load a thread,\none full wave (the occupancy sweep)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     plots.plain_log_ticks(ax.yaxis)
