@@ -101,7 +101,7 @@ TITLE_GAP_PT = 6
 def overlapping_titles(fig) -> list[tuple[str, str]]:
     """Pairs of titles (the figure's, each panel's) whose drawn boxes come
     closer than TITLE_GAP_PT, as laid out for saving."""
-    fig.canvas.draw()
+    fig.draw_without_rendering()               # lay the figure out; savefig draws it once after
     renderer = fig.canvas.get_renderer()
     pad = TITLE_GAP_PT / 72 * fig.dpi / 2
     texts = [t for t in [fig._suptitle] + [ax.title for ax in fig.axes] if t is not None and t.get_text()]
