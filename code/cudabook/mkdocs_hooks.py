@@ -379,8 +379,9 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
     if state != "current":
         _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]] comes from a record that is {state}")
     if name.startswith("facts."):
-        v = _number(rec.facts().get(name[6:]), spec, where)
-        if v is None and name[6:] in rec.facts():
+        facts = rec.facts()
+        v = _number(facts.get(name[6:]), spec, where)
+        if v is None and name[6:] in facts:            # a format that does not apply
             return "(unknown)"
     elif m := CHECK_FIELD.match(name):
         named = [c for c in rec.checks() if c.name == m.group(1)]
