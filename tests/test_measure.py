@@ -191,3 +191,112 @@ def test_a_kernel_profile_counts_one_call():
     assert prof.as_dict() == {"kernels": ["a", "b"], "launches": 2.0, "gpu_ms": 0.5}
     assert comparison._device_ms(types.SimpleNamespace(device_time=1500.0)) == 1.5
     assert comparison._device_ms(types.SimpleNamespace(cuda_time=250.0)) == 0.25
+
+
+# --- evidence.py: the typed entry ----------------------------------------------------
+
+def _measured(monkeypatch, nvml, *, held=(0, 0), ours_ms=1.0, theirs_ms=2.0, **kw):
+    """evidence.measure on a fake timer (ours at ours_ms, the baseline at
+    theirs_ms, each round 1% slower than the last) and a fake NVML."""
+    from cudabook import evidence
+
+    nvml(power_held_ns=held)
+    monkeypatch.setattr(evidence, "warm_up", lambda fn: None)
+    monkeypatch.setattr(evidence, "_profile", lambda fn, how: evidence.Side(how, ["k"], 1.0, 0.9))
+    clock = [1.0]
+
+    def ours():
+        pass
+
+    def theirs():
+        pass
+
+    def timer(fn, *, working_set_bytes, budget_ms, warmup_ms=0.0, min_reps=10):
+        clock[0] *= 1.01
+        return _t((ours_ms if fn is ours else theirs_ms) * clock[0])
+
+    kw.setdefault("baseline", ("cuBLAS", theirs))
+    return evidence.measure("gemm", ours, timer=timer, **kw)
+
+
+def test_a_flop_rate_is_typed_against_a_named_peak(monkeypatch, nvml):
+    m = _measured(monkeypatch, nvml, flops=2 * 4096**3, working_set_bytes=3 * 4 * 4096**2,
+                  ceiling=("FP32 FMA peak", 60e12), targets={"baseline": 2.5, "ceiling": 0.5})
+    assert m.ceiling_unit == "flops" and m.bytes_per_s is None
+    assert m.flops_per_s == pytest.approx(2 * 4096**3 / (m.timing.median_ms * 1e-3))
+    assert m.fraction_of_ceiling == pytest.approx(m.flops_per_s / 60e12)
+    b = m.baseline
+    assert len(b.rounds) == 7 and b.ratio_p20 <= b.ratio <= b.ratio_p80
+    assert b.ratio == pytest.approx(2.0, rel=0.03)            # ours/baseline by rate: half the time
+    assert m.targets.met == {"baseline": False, "ceiling": m.fraction_of_ceiling >= 0.5}
+    text = "\n".join(m.lines())
+    assert "TFLOP/s" in text and "median of 7 alternating rounds" in text and "target >= 250% of cuBLAS: MISSED" in text
+    assert "GPU: SM 1980->1980 MHz of 1980" in text and "THROTTLED" not in text
+
+
+def test_a_throttled_measurement_says_so(monkeypatch, nvml):
+    m = _measured(monkeypatch, nvml, held=(0, 3_000_000), bytes_moved=1 << 30, ceiling=("device-to-device copy", 4e12))
+    assert m.throttled and "THROTTLED" in m.lines()[-1] and "held 3 ms by power" in m.lines()[-1]
+
+
+def test_a_measurement_reads_back_and_the_checker_recomputes_it(monkeypatch, nvml):
+    import copy
+    import json
+
+    from cudabook import evidence, record
+
+    m = _measured(monkeypatch, nvml, flops=10**12, working_set_bytes=1 << 20, ceiling=("bf16 peak", 9e14),
+                  targets={"baseline": 0.4})
+    d = json.loads(json.dumps(m.as_dict()))
+    back = record.benchmark_from_dict(d, "b")
+    assert isinstance(back, evidence.Measurement) and back == m
+    stdout = "\n".join(m.lines())
+    assert record._benchmark_problems(back, "b", stdout) == []
+    forged = copy.deepcopy(d)
+    forged["baseline"]["ratio"] *= 1.1                     # a ratio the rounds do not give
+    assert any("baseline.ratio" in p for p in record._benchmark_problems(record.benchmark_from_dict(forged, "b"), "b", stdout))
+    forged = copy.deepcopy(d)
+    forged["flops_per_s"] *= 1.2
+    assert any("flops_per_s" in p for p in record._benchmark_problems(record.benchmark_from_dict(forged, "b"), "b", stdout))
+    forged = copy.deepcopy(d)
+    forged["baseline"]["rounds"] = forged["baseline"]["rounds"][:4]
+    assert any("needs 5" in p for p in record._benchmark_problems(record.benchmark_from_dict(forged, "b"), "b", stdout))
+    assert any("does not show" in p for p in record._benchmark_problems(back, "b", stdout.replace("ours/", "mine/")))
+    forged = copy.deepcopy(d)
+    forged["surprise"] = 1
+    with pytest.raises(record.RecordError, match="surprise"):
+        record.benchmark_from_dict(forged, "b")
+
+
+def test_a_measurement_without_its_work_or_with_a_wrong_target_is_refused(monkeypatch, nvml):
+    from cudabook import evidence
+
+    with pytest.raises(evidence.MeasurementError, match="bytes_moved=, flops="):
+        _measured(monkeypatch, nvml, ceiling=("copy", 1.0))
+    with pytest.raises(evidence.MeasurementError, match="working_set_bytes"):
+        _measured(monkeypatch, nvml, flops=1, ceiling=("peak", 1.0))
+    with pytest.raises(evidence.MeasurementError, match="counted in flops"):
+        _measured(monkeypatch, nvml, bytes_moved=1, ceiling=("peak", 1.0), ceiling_unit="flops")
+    with pytest.raises(evidence.MeasurementError, match="'ceiling' or 'baseline'"):
+        _measured(monkeypatch, nvml, bytes_moved=1, ceiling=("copy", 1.0), targets={"copy": 0.9})
+
+
+def test_without_nvml_a_required_record_stops(monkeypatch, nvml):
+    from cudabook import evidence
+    from cudabook.gpu import Unavailable
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setattr(gpu_state, "_NVML", {})
+    monkeypatch.setenv("REQUIRE_GPU", "1")
+    monkeypatch.setattr(evidence, "warm_up", lambda fn: None)
+    with pytest.raises(Unavailable, match="nvidia-ml-py"):
+        evidence.measure("x", lambda: None, bytes_moved=1, ceiling=("copy", 1.0),
+                         timer=lambda fn, **kw: _t(1.0))
+
+
+def test_rates_print_in_their_unit():
+    from cudabook.evidence import rate_text
+
+    assert rate_text(4.38e12, "bytes") == "4.38 TB/s" and rate_text(5.5e10, "bytes") == "55 GB/s"
+    assert rate_text(6.12e14, "flops") == "612 TFLOP/s" and rate_text(4.13e13, "flops") == "41.3 TFLOP/s"
+    assert rate_text(8.2e11, "flops") == "820 GFLOP/s"

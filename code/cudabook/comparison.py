@@ -19,8 +19,8 @@ the kernels of one call, with their GPU time. Their summed time is also
 the way to compare work that spans many launches without timing the host
 that issues them (see `kernel_time_ms`).
 
-Nothing here is imported by the package's __init__: the listings take it
-up when the book is re-recorded with it (issue #45).
+Nothing here is imported by the package's __init__: listings reach it
+through evidence.py, whose entries keep the rounds this module times.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class Comparison:
     """Ours and the baseline, timed in alternation in one run."""
     ours: Timing                  # pooled over the rounds (see pool)
     baseline: Timing
+    rounds: list[list[float]]     # each round's [our median ms, the baseline's median ms]
     ratios: list[float]           # one a round: baseline time / our time (ours / baseline by rate)
     ratio: float                  # their median
     ratio_p20: float
@@ -91,7 +92,8 @@ def alternate(ours: Callable[[], object], baseline: Callable[[], object], *, wor
 
     _, span = gpu_state.around(run)
     ratios = ratios_of(mine, theirs)
-    return Comparison(ours=pool(mine), baseline=pool(theirs), ratios=ratios,
+    return Comparison(ours=pool(mine), baseline=pool(theirs),
+                      rounds=[[o.median_ms, b.median_ms] for o, b in zip(mine, theirs)], ratios=ratios,
                       ratio=float(np.median(ratios)), ratio_p20=float(np.percentile(ratios, 20)),
                       ratio_p80=float(np.percentile(ratios, 80)),
                       state=span.as_dict() if span is not None else None)

@@ -18,7 +18,8 @@
   `[[rec:...:facts.<key>|%]]`, `|billion` or `|.2f` formats a number,
   `|met` a yes/no fact as "met" or "missed" (e.g. facts.target_met);
   `[[rec:<chapter>/<name>:bench[<benchmark name>].rate]]` (or `.time`,
-  `.fraction`, `.baseline_ratio`, ...) picks one benchmark of a ladder.
+  `.fraction`, `.baseline_ratio`, `.spread`, `.sm_clock`, ...) picks one
+  benchmark of a ladder (`_values` lists them all).
 - `<!-- cudabook:output <chapter>/<name> <run> -->` is replaced by the text
   the listing printed in that recorded run (`bench`, `run`, `n=33`, ...), or
   for a deliberately broken listing, `sanitizer`: what compute-sanitizer said.
@@ -318,28 +319,50 @@ def add_badges(markdown: str, page) -> str:
 def _values(rec: record.Record, b=None) -> dict:
     """The named values [[rec:<listing>:<name>]] can show (besides facts.<key>).
     The benchmark fields (rate, time, ...) are those of `b`, else of the
-    record's first benchmark."""
+    record's first benchmark. A typed entry (evidence.Measurement) also
+    gives its ratio's spread (`ratio_p20`, `ratio_p80`, `spread`: "0.58
+    (0.57-0.61)"), its FLOP rate and ceiling in its own unit, the kernels
+    the baseline ran, and the SM clock it ran at."""
     env = rec.environment
     b = b or (rec.benchmarks[0] if rec.benchmarks else None)
     base = b.baseline if b else None
     worst = rec.worst_ratio
-    return {
+    typed = isinstance(b, record.Measurement)
+    out = {
         "gpu": rec.gpu, "cuda": env.get("cuda"), "driver": env.get("driver"), "date": rec.date[:10],
         "sm": "sm_" + str(env.get("compute_capability", "")).replace(".", ""),
         "pycuda": env.get("pycuda"), "python": env.get("python"), "torch": env.get("torch"),
         "nvcc": env.get("nvcc"), "host_cpu": env.get("host_cpu"), "host_cores": env.get("host_cores"),
-        "rate": b and record.rate_text(b.bytes_per_s),
-        "copy": b and record.rate_text(b.ceiling_bytes_per_s),
+        "rate": b and record.benchmark_rate_text(b),
+        "copy": b and (b.ceiling_bytes_per_s is not None) and record.rate_text(b.ceiling_bytes_per_s),
         "fraction": b and f"{100 * b.fraction_of_ceiling:.0f}%",
         "time": b and record.time_text(b.timing.median_ms),
         "reps": b and f"{b.timing.reps:,}",
-        "bytes": b and f"{b.bytes_moved / 1e9:.1f} GB",
+        "bytes": b and b.bytes_moved is not None and f"{b.bytes_moved / 1e9:.1f} GB",
         "baseline": base and base.name,
-        "baseline_rate": base and record.rate_text(base.bytes_per_s),
+        "baseline_rate": base and (record.unit_rate_text(base.flops_per_s if b.ceiling_unit == "flops"
+                                                         else base.bytes_per_s, b.ceiling_unit)
+                                   if typed else record.rate_text(base.bytes_per_s)),
         "baseline_ratio": base and f"{base.ratio:.2f}",
         "worst_ratio": worst is not None and f"{worst:.2f}",
         "n": rec.bench and rec.bench.n and f"{rec.bench.n:,}",
     }
+    if typed:
+        state = b.gpu_state
+        out.update({
+            "ceiling": b.ceiling,
+            "ceiling_rate": record.unit_rate_text(b.ceiling_per_s, b.ceiling_unit),
+            "flops": b.flops is not None and f"{b.flops / 1e9:,.1f} GFLOP",
+            "ratio_p20": base and f"{base.ratio_p20:.2f}",
+            "ratio_p80": base and f"{base.ratio_p80:.2f}",
+            "spread": base and f"{base.ratio:.2f} (p20 {base.ratio_p20:.2f}, p80 {base.ratio_p80:.2f})",
+            "rounds": base and f"{len(base.rounds)}",
+            "baseline_kernels": base and base.side.kernels and ", ".join(base.side.kernels),
+            "baseline_how": base and base.side.how,
+            "sm_clock": state and f"{state['before']['sm_clock_mhz']}-{state['after']['sm_clock_mhz']} MHz",
+            "throttled": state is not None and ("throttled" if state.get("throttled") else "not throttled"),
+        })
+    return out
 
 
 def _number(v, spec: str | None, where: str):

@@ -25,6 +25,8 @@ from pathlib import Path
 from . import hashing, listings, suite
 from .bench import Benchmark
 from .check import CheckResult
+from .evidence import KIND as MEASUREMENT
+from .evidence import Measurement, MeasurementError, rate_text as unit_rate_text
 from .listings import Listing
 
 #: Toolchain facts every record names.
@@ -154,13 +156,24 @@ def _strict(cls, d: dict, where: str):
     return d
 
 
+def benchmark_from_dict(d: dict, where: str) -> Benchmark | Measurement:
+    """A benchmark entry: evidence.Measurement (kind = "measurement", the
+    typed entry with FLOP rates, alternation and the GPU's state) or
+    bench.Benchmark (a bandwidth against copy, the book's first kind)."""
+    if isinstance(d, dict) and d.get("kind") == MEASUREMENT:
+        _strict(Measurement, d, where)
+        return Measurement.from_dict(d)
+    return Benchmark.from_dict(_strict(Benchmark, d, where))
+
+
 def run_from_dict(d: dict, where: str = "run") -> Run:
     d = dict(_strict(Run, d, where))
     try:
         d["checks"] = [CheckResult.from_dict(_strict(CheckResult, c, f"{where}.checks[{i}]"))
                        for i, c in enumerate(d["checks"])]
-        d["benchmarks"] = [Benchmark.from_dict(b) for b in d["benchmarks"]]
-    except TypeError as e:
+        d["benchmarks"] = [benchmark_from_dict(b, f"{where}.benchmarks[{i}]")
+                           for i, b in enumerate(d["benchmarks"])]
+    except (TypeError, MeasurementError) as e:
         raise RecordError(f"{where}: {e}") from None
     return Run(**d)
 
@@ -193,9 +206,54 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def _benchmark_problems(b: Benchmark, where: str, stdout: str) -> list[str]:
+def _measurement_problems(m: Measurement, where: str, stdout: str) -> list[str]:
+    """A typed entry's derived figures recomputed from its timings and
+    rounds (rates, share of the ceiling, the ratio's median and spread,
+    targets), and its printed lines found in the recorded output."""
+    out = []
+    base = ((m.baseline.name, m.baseline.timing, m.baseline.rounds, m.baseline.side)
+            if m.baseline else None)
+    try:
+        again = Measurement.make(m.name, m.timing, bytes_moved=m.bytes_moved, flops=m.flops,
+                                 working_set_bytes=m.working_set_bytes, ceiling=(m.ceiling, m.ceiling_per_s),
+                                 ceiling_unit=m.ceiling_unit, side=m.side, baseline=base,
+                                 targets=m.targets.wanted if m.targets else None, state=m.gpu_state)
+    except (MeasurementError, ZeroDivisionError, ValueError) as e:
+        return [f"{where}: {e}"]
+    for name in ("bytes_per_s", "flops_per_s", "fraction_of_ceiling"):
+        a, b = getattr(m, name), getattr(again, name)
+        if (a is None) != (b is None) or (a is not None and not _close(a, b)):
+            out.append(f"{where}.{name} = {a!r}, but its timing gives {b!r}")
+    if m.baseline:
+        if len(m.baseline.rounds) < 5:
+            out.append(f"{where}.baseline.rounds: {len(m.baseline.rounds)} rounds; a ratio's spread needs 5")
+        for name in ("bytes_per_s", "flops_per_s", "ratio", "ratio_p20", "ratio_p80"):
+            a, b = getattr(m.baseline, name), getattr(again.baseline, name)
+            if (a is None) != (b is None) or (a is not None and not _close(a, b)):
+                out.append(f"{where}.baseline.{name} = {a!r}, but its rounds give {b!r}")
+        if not (m.baseline.ratio_p20 <= m.baseline.ratio <= m.baseline.ratio_p80):
+            out.append(f"{where}.baseline: the ratio's median is not between its p20 and p80")
+    if m.targets and m.targets.met != again.targets.met:
+        out.append(f"{where}.targets.met = {m.targets.met}, but the figures give {again.targets.met}")
+    if m.gpu_state is not None:
+        for end in ("before", "after"):
+            if not isinstance(m.gpu_state.get(end), dict) or "sm_clock_mhz" not in m.gpu_state[end]:
+                out.append(f"{where}.gpu_state.{end} is not a reading of the GPU")
+    t = m.timing
+    if not (t.min_ms <= t.p20_ms <= t.median_ms <= t.p80_ms) or t.reps < 1:
+        out.append(f"{where}.timing is not a set of measurements (min <= p20 <= median <= p80): {t}")
+    if not out:
+        missing = [ln for ln in m.lines() if ln not in stdout.splitlines()]
+        if missing:
+            out.append(f"{where}: the recorded output does not show its figures: {missing[0]!r}")
+    return out
+
+
+def _benchmark_problems(b: Benchmark | Measurement, where: str, stdout: str) -> list[str]:
     """A benchmark's derived figures, recomputed from the timings it records,
     and its printed lines, found in the recorded output."""
+    if isinstance(b, Measurement):
+        return _measurement_problems(b, where, stdout)
     out = []
     base = (b.baseline.name, b.baseline.timing) if b.baseline else None
     again = Benchmark.make(b.name, b.timing, b.bytes_moved, b.ceiling_bytes_per_s, base,
@@ -407,13 +465,25 @@ def time_text(ms: float) -> str:
 
 def headline_benchmark(rec: Record) -> Benchmark | None:
     """The benchmark a badge shows: the listing's own best, that is the
-    fastest of those with targets, else of those beside a library
+    nearest its ceiling of those with targets, else of those beside a library
     baseline, else of all (not a reference copy timed for comparison)."""
     if not rec.benchmarks:
         return None
     mine = ([b for b in rec.benchmarks if b.targets] or [b for b in rec.benchmarks if b.baseline]
             or rec.benchmarks)
-    return max(mine, key=lambda b: b.bytes_per_s)
+    return max(mine, key=lambda b: b.fraction_of_ceiling)   # for bandwidths, the same order as bytes_per_s
+
+
+def benchmark_rate_text(b: Benchmark | Measurement) -> str:
+    """A benchmark's rate in its own unit: '4.38 TB/s', '612 TFLOP/s'."""
+    if isinstance(b, Measurement):
+        return unit_rate_text(b.rate, b.ceiling_unit)
+    return rate_text(b.bytes_per_s)
+
+
+def ceiling_name(b: Benchmark | Measurement) -> str:
+    """'copy' for a bandwidth against the copy ceiling, else the ceiling's name."""
+    return "copy" if not isinstance(b, Measurement) or b.ceiling == "device-to-device copy" else b.ceiling
 
 
 def headline(rec: Record) -> str | None:
@@ -422,9 +492,13 @@ def headline(rec: Record) -> str | None:
     b = headline_benchmark(rec)
     if b is None:
         return None
-    s = f"{rate_text(b.bytes_per_s)} ({100 * b.fraction_of_ceiling:.0f}% of copy"
+    s = f"{benchmark_rate_text(b)} ({100 * b.fraction_of_ceiling:.0f}% of {ceiling_name(b)}"
     if b.baseline:
         s += f", {b.baseline.ratio:.2f}x {b.baseline.name}"
+        if isinstance(b, Measurement):
+            s += f" [{b.baseline.ratio_p20:.2f}-{b.baseline.ratio_p80:.2f}]"
+    if isinstance(b, Measurement) and b.throttled:
+        s += ", throttled"
     return s + ")"
 
 
@@ -444,7 +518,8 @@ def missed_targets(rec: Record, benchmarks: list[Benchmark] | None = None) -> li
         if b.targets:
             for k, want in b.targets.wanted.items():
                 if not b.targets.met.get(k):
-                    what = "copy" if k == "copy" else (b.baseline.name if b.baseline else "baseline")
+                    what = ("copy" if k == "copy" else ceiling_name(b) if k == "ceiling"
+                            else (b.baseline.name if b.baseline else "baseline"))
                     out.append(f"{b.name}: target >= {100 * want:.0f}% of {what} missed")
     return out
 
@@ -527,7 +602,8 @@ def reproduces(new: Record, old: Record, band: float = NOISE_BAND) -> list[str]:
         if o is None:
             out.append(f"{w}: benchmarks: {b.name!r} is not in the committed record")
             continue
-        for what, a, c in (("bytes_per_s", o.bytes_per_s, b.bytes_per_s),
+        rate = "rate" if isinstance(b, Measurement) else "bytes_per_s"
+        for what, a, c in ((rate, getattr(o, rate, None), getattr(b, rate, None)),
                            ("baseline.ratio", o.baseline.ratio if o.baseline else None,
                             b.baseline.ratio if b.baseline else None)):
             if a is None and c is None:
