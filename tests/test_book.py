@@ -618,18 +618,6 @@ def test_matmul_tc_puts_this_record_against_the_earlier_ones():
                     f"target {'met' if facts['target_met'] else 'missed'}")
 
 
-def test_softmax_exercise_1_says_whether_torch_won_at_16384_columns():
-    """Softmax exercise 1 says that at 16,384 columns torch.softmax beat
-    every kernel of the book; a record where one of them won fails here
-    until the sentence follows."""
-    facts, text = _facts_and_chapter_text("softmax_norm/ex1_row_length")
-    ours = max(facts[f"{k}_16384_of_copy"] for k in ("safe", "online") if f"{k}_16384_of_copy" in facts)
-    torch_share = facts["torch_16384_of_copy"]
-    _says_exactly_what_holds(text, {
-        "at that length PyTorch beat every kernel of the book.": torch_share > ours,
-    }, "softmax_norm", f"the book's best at {ours:.0%} of copy and torch.softmax at {torch_share:.0%}")
-
-
 def test_ram_vram_exercise_2_puts_its_saving_against_the_earlier_ones():
     """RAM and VRAM's exercise 2 puts the pageable saving against the
     fourteen records before it (commits aaba43f to 13a2e6a: at most +12%,

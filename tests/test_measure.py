@@ -149,8 +149,8 @@ def _t(ms: float, reps: int = 10) -> Timing:
 
 def test_alternation_is_abba_and_each_round_gives_a_ratio(monkeypatch):
     """Ours at 1.0 ms, the baseline at 2.0 ms, slowing by 1% a block as the
-    chip warms: ABBA order, one ratio a round, the median between the
-    rounds' extremes, both sides' repetitions all counted."""
+    chip warms: rounds of A B B A, one ratio a round, the median between
+    the rounds' extremes, both sides' repetitions all counted."""
     monkeypatch.setattr(gpu_state, "around", lambda fn, device=None: (fn(), None))
     order, clock = [], [1.0]
 
@@ -165,13 +165,31 @@ def test_alternation_is_abba_and_each_round_gives_a_ratio(monkeypatch):
         clock[0] *= 1.01
         return _t((1.0 if fn is ours else 2.0) * clock[0])
 
-    c = comparison.alternate(ours, theirs, working_set_bytes=1 << 30, rounds=6, timer=timer)
-    assert "".join(order) == "ABBAABBAABBA"
-    assert len(c.ratios) == 6
-    assert all(r == pytest.approx(2.0, rel=0.03) for r in c.ratios)
+    c = comparison.alternate(ours, theirs, working_set_bytes=1 << 30, rounds=5, timer=timer)
+    assert "".join(order) == "ABBA" * 5
+    assert len(c.ratios) == 5 and len(c.ours_blocks) == len(c.baseline_blocks) == 10
+    assert all(r == pytest.approx(2.0, rel=1e-3) for r in c.ratios)
     assert c.ratio_p20 <= c.ratio <= c.ratio_p80
-    assert c.ours.reps == c.baseline.reps == 60
-    assert "median of 6 alternations" in c.line("flash", "SDPA")
+    assert c.ours.reps == c.baseline.reps == 100
+    assert "median of 5 alternations" in c.line("flash", "SDPA")
+
+
+@pytest.mark.parametrize("rounds", [5, 6, 7])
+def test_a_drift_cancels_within_each_round(monkeypatch, rounds):
+    """The same work on both sides while the clock slows steadily (0.02 ms
+    a block): every round's ratio is exactly 1, whatever the number of
+    rounds. A ratio of one A and one B would read above 1 in AB rounds and
+    below in BA rounds, and an odd count would tip the median."""
+    monkeypatch.setattr(gpu_state, "around", lambda fn, device=None: (fn(), None))
+    t = [1.0]
+
+    def timer(fn, **kw):
+        t[0] += 0.02
+        return _t(t[0])
+
+    c = comparison.alternate(lambda: None, lambda: None, working_set_bytes=1, rounds=rounds, timer=timer)
+    assert c.ratios == pytest.approx([1.0] * rounds, abs=1e-12)
+    assert c.ratio == pytest.approx(1.0, abs=1e-12)
 
 
 def test_alternation_needs_five_rounds():
@@ -226,11 +244,11 @@ def test_a_flop_rate_is_typed_against_a_named_peak(monkeypatch, nvml):
     assert m.flops_per_s == pytest.approx(2 * 4096**3 / (m.timing.median_ms * 1e-3))
     assert m.fraction_of_ceiling == pytest.approx(m.flops_per_s / 60e12)
     b = m.baseline
-    assert len(b.rounds) == 7 and b.ratio_p20 <= b.ratio <= b.ratio_p80
+    assert b.rounds == 7 and b.ratio_p20 <= b.ratio <= b.ratio_p80
     assert b.ratio == pytest.approx(2.0, rel=0.03)            # ours/baseline by rate: half the time
     assert m.targets.met == {"baseline": False, "ceiling": m.fraction_of_ceiling >= 0.5}
     text = "\n".join(m.lines())
-    assert "TFLOP/s" in text and "median of 7 alternating rounds" in text and "target >= 250% of cuBLAS: MISSED" in text
+    assert "TFLOP/s" in text and "median of 7 ABBA rounds" in text and "target >= 250% of cuBLAS: MISSED" in text
     assert "GPU: SM 1980->1980 MHz of 1980" in text and "THROTTLED" not in text
 
 
@@ -258,9 +276,26 @@ def test_a_measurement_reads_back_and_the_checker_recomputes_it(monkeypatch, nvm
     forged = copy.deepcopy(d)
     forged["flops_per_s"] *= 1.2
     assert any("flops_per_s" in p for p in record._benchmark_problems(record.benchmark_from_dict(forged, "b"), "b", stdout))
+    def problems(forged):
+        return record._benchmark_problems(record.benchmark_from_dict(forged, "b"), "b", stdout)
+
     forged = copy.deepcopy(d)
-    forged["baseline"]["rounds"] = forged["baseline"]["rounds"][:4]
-    assert any("needs 5" in p for p in record._benchmark_problems(record.benchmark_from_dict(forged, "b"), "b", stdout))
+    for side in ("ours_blocks", "blocks"):
+        forged["baseline"][side] = forged["baseline"][side][:8]
+    assert any("needs 5" in p for p in problems(forged))
+    forged = copy.deepcopy(d)                              # a faster time and its rate, edited together
+    forged["timing"]["median_ms"] /= 1.2
+    forged["flops_per_s"] *= 1.2
+    assert any("timing is not its blocks pooled" in p for p in problems(forged))
+    forged = copy.deepcopy(d)
+    forged["baseline"]["blocks"][3]["median_ms"] *= 3     # a slower baseline block: ratio and timing move
+    assert any("baseline.ratio" in p or "baseline.timing" in p for p in problems(forged))
+    forged = copy.deepcopy(d)
+    forged["gpu_state"]["after"]["violation_ns"]["power"] += 5_000_000   # held, but says not throttled
+    assert any("gpu_state.throttled" in p for p in problems(forged))
+    forged = copy.deepcopy(d)
+    forged["gpu_state"] = None
+    assert any("gpu_state is missing" in p for p in problems(forged))
     assert any("does not show" in p for p in record._benchmark_problems(back, "b", stdout.replace("ours/", "mine/")))
     forged = copy.deepcopy(d)
     forged["surprise"] = 1

@@ -404,3 +404,36 @@ def test_listings_with_streams_check_their_answers_with_the_default_queues():
             f"{lst.id} makes CUDA streams, but its record has no --bench run whose checks passed")
         found.append(lst.id)
     assert "ram_vram/overlap_streams" in found, found
+
+
+def test_a_sentence_is_chosen_by_the_record(caplog):
+    """[[if rec:<listing>:<condition>]]yes[[else]]no[[end]] keeps the text
+    the record's condition picks (issue #45, item 8): a yes/no fact, numbers
+    compared with numbers or other fields, nested facts, conditions joined
+    by 'and'. A condition the record cannot decide is a build warning
+    (a failure under --strict), never a silent choice."""
+    from types import SimpleNamespace
+
+    from cudabook import mkdocs_hooks as hooks
+
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="chapters/x/index.md"))
+    lid = "softmax_norm/ex1_row_length"
+    rec = record.load(listings.find(lid))
+    online, safe = rec.facts()["online_16384_of_copy"], rec.facts()["safe_16384_of_copy"]
+    assert hooks.decide(rec, f"facts.online_16384_of_copy > {online - 1e-6}")
+    assert not hooks.decide(rec, f"facts.online_16384_of_copy >= {online + 1e-6}")
+    assert hooks.decide(rec, "facts.online_16384_of_copy > facts.safe_16384_of_copy") == (online > safe)
+    assert hooks.decide(rec, "facts.online_16384_of_copy > 0 and facts.safe_16384_of_copy < 0") is False
+    text = f"A [[if rec:{lid}:facts.online_16384_of_copy > 0]]yes[[else]]no[[end]], B [[if rec:{lid}:facts.online_16384_of_copy < 0]]shown[[end]]."
+    assert hooks.choose(text, page) == "A yes, B ."
+    nested = record.load(listings.find("reductions/sum_ladder"))
+    pw = nested.facts()["rel_err"]["pairwise"]
+    assert hooks.decide(nested, f"facts.rel_err.pairwise == {pw!r}")
+    for bad, why in (("facts.no_such_fact", "no fact"), ("facts.online_16384_of_copy", "not yes or no"),
+                     ("facts.online_16384_of_copy > seven", "neither a number"),
+                     ("bench[nope].ratio > 1", "no benchmark")):
+        with pytest.raises(hooks.Undecided, match=why):
+            hooks.decide(rec, bad)
+    with caplog.at_level("WARNING"):
+        assert hooks.choose(f"[[if rec:{lid}:facts.no_such_fact]]a[[else]]b[[end]]", page) == "(undecided)"
+    assert "no fact 'no_such_fact'" in caplog.text

@@ -6,9 +6,10 @@ then the baseline for its. A GPU's clock moves with its power draw and
 temperature, so whichever side ran second ran on a warmer, possibly
 slower chip, and the ratio moved between records of the same code (the
 wgmma kernel's share of cuBLAS read 84% to 95%). `alternate` times the two
-in short blocks, ours then the baseline, then the baseline then ours
-(ABBA, so a steady drift falls equally on both), for `rounds` rounds. Each
-round gives one ratio; the comparison reports their median with the 20th
+in short blocks, each round four of them, ours, the baseline, the
+baseline, ours (ABBA), for `rounds` rounds. Each round gives one ratio,
+the baseline's two blocks' time over ours (a drift linear in time adds the
+same to both sums, so it cancels within the round); the comparison reports their median with the 20th
 and 80th percentiles, so a reader sees how far the ratio moves within one
 run, and a target is judged against the median.
 
@@ -40,10 +41,11 @@ ROUNDS = 7
 @dataclass
 class Comparison:
     """Ours and the baseline, timed in alternation in one run."""
-    ours: Timing                  # pooled over the rounds (see pool)
+    ours: Timing                  # pooled over every block (see pool)
     baseline: Timing
-    rounds: list[list[float]]     # each round's [our median ms, the baseline's median ms]
-    ratios: list[float]           # one a round: baseline time / our time (ours / baseline by rate)
+    ours_blocks: list[Timing]     # two a round: the round's first and last block
+    baseline_blocks: list[Timing]  # two a round: the round's middle blocks
+    ratios: list[float]           # one a round: (B1 + B2) / (A1 + A2), ours / baseline by rate
     ratio: float                  # their median
     ratio_p20: float
     ratio_p80: float
@@ -68,16 +70,25 @@ def pool(timings: list[Timing]) -> Timing:
 
 
 def ratios_of(ours: list[Timing], base: list[Timing]) -> list[float]:
-    """Per round, baseline time over our time: above 1 means we were faster."""
-    return [b.median_ms / o.median_ms for o, b in zip(ours, base)]
+    """Per ABBA round (two blocks of each side, ours first and last), the
+    baseline's time over ours: (B1 + B2) / (A1 + A2). Above 1 means we were
+    faster. A drift that is linear in time adds the same to both sums, so
+    it cancels within each round, which a ratio of one A and one B does not."""
+    return [(base[i].median_ms + base[i + 1].median_ms) / (ours[i].median_ms + ours[i + 1].median_ms)
+            for i in range(0, len(ours), 2)]
+
+
+def spread(ratios: list[float]) -> tuple[float, float, float]:
+    """(median, p20, p80) of the rounds' ratios."""
+    return (float(np.median(ratios)), float(np.percentile(ratios, 20)), float(np.percentile(ratios, 80)))
 
 
 def alternate(ours: Callable[[], object], baseline: Callable[[], object], *, working_set_bytes: int,
               rounds: int = ROUNDS, budget_ms: float = BUDGET_MS, min_reps: int = 5,
-              timer: Callable[..., Timing] = bench) -> Comparison:
-    """Time `ours` and `baseline` in alternation: `rounds` rounds, ABBA
-    order, each side taking `budget_ms` / `rounds` (at least `min_reps`
-    repetitions) per round; the GPU's state is read around the whole."""
+              timer: Callable[..., Timing] = bench, device: str | int | None = None) -> Comparison:
+    """Time `ours` (A) and `baseline` (B) in alternation: `rounds` rounds of
+    four blocks, A B B A, each block `budget_ms` / (2 `rounds`) (at least
+    `min_reps` repetitions); the GPU's state is read around the whole."""
     if rounds < 5:
         raise ValueError(f"rounds={rounds}: a median with a p20-p80 spread needs at least 5")
     mine: list[Timing] = []
@@ -85,17 +96,15 @@ def alternate(ours: Callable[[], object], baseline: Callable[[], object], *, wor
 
     def run() -> None:
         for r in range(rounds):
-            pair = [(ours, mine), (baseline, theirs)]
-            for fn, into in (pair if r % 2 == 0 else pair[::-1]):
-                into.append(timer(fn, working_set_bytes=working_set_bytes, budget_ms=budget_ms / rounds,
-                                  warmup_ms=0.0 if r else 20.0, min_reps=min_reps))
+            for i, (fn, into) in enumerate(((ours, mine), (baseline, theirs), (baseline, theirs), (ours, mine))):
+                into.append(timer(fn, working_set_bytes=working_set_bytes, budget_ms=budget_ms / (2 * rounds),
+                                  warmup_ms=20.0 if r == 0 and i < 2 else 0.0, min_reps=min_reps))
 
-    _, span = gpu_state.around(run)
+    _, span = gpu_state.around(run, device)
     ratios = ratios_of(mine, theirs)
-    return Comparison(ours=pool(mine), baseline=pool(theirs),
-                      rounds=[[o.median_ms, b.median_ms] for o, b in zip(mine, theirs)], ratios=ratios,
-                      ratio=float(np.median(ratios)), ratio_p20=float(np.percentile(ratios, 20)),
-                      ratio_p80=float(np.percentile(ratios, 80)),
+    med, p20, p80 = spread(ratios)
+    return Comparison(ours=pool(mine), baseline=pool(theirs), ours_blocks=mine, baseline_blocks=theirs,
+                      ratios=ratios, ratio=med, ratio_p20=p20, ratio_p80=p80,
                       state=span.as_dict() if span is not None else None)
 
 
@@ -121,6 +130,12 @@ def _device_ms(event) -> float:
 def kernels(fn: Callable[[], object], calls: int = 5) -> KernelProfile:
     """Run `fn` `calls` times under torch.profiler (after one warm-up
     call) and return what one call ran on the GPU."""
+    import os
+
+    # Kineto leaves CUPTI attached after a profile unless told to tear it
+    # down, and later timings in the process would run with it (PyTorch
+    # issue 144455).
+    os.environ.setdefault("TEARDOWN_CUPTI", "1")
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -159,4 +174,11 @@ def graphed(fn: Callable[[], object], warmup: int = 3):
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         fn()
-    return g.replay
+    default = torch.cuda.default_stream()
+
+    def replay() -> None:
+        # On the legacy default stream, where the timing events and the L2
+        # flush go (bench.py), whatever stream is current when it is called.
+        with torch.cuda.stream(default):
+            g.replay()
+    return replay

@@ -57,7 +57,8 @@ class MeasurementError(ValueError):
 def rate_text(per_s: float, unit: str) -> str:
     """'4.38 TB/s', '55 GB/s', '612 TFLOP/s', '41.3 TFLOP/s' or '820 GFLOP/s'."""
     if unit == "bytes":
-        return f"{per_s / 1e12:.2f} TB/s" if per_s >= 1e12 else f"{per_s / 1e9:.0f} GB/s"
+        return (f"{per_s / 1e12:.2f} TB/s" if per_s >= 1e12 else f"{per_s / 1e9:.0f} GB/s" if per_s >= 1e10
+                else f"{per_s / 1e9:.2g} GB/s")
     if per_s >= 1e14:
         return f"{per_s / 1e12:.0f} TFLOP/s"
     return f"{per_s / 1e12:.1f} TFLOP/s" if per_s >= 1e12 else f"{per_s / 1e9:.0f} GFLOP/s"
@@ -83,8 +84,13 @@ class LibraryBaseline:
     ratio: float                      # ours / baseline by rate: the rounds' median
     ratio_p20: float
     ratio_p80: float
-    rounds: list[list[float]]         # each round's [our median ms, its median ms]
+    ours_blocks: list[Timing]         # each round's A B B A: ours first and last,
+    blocks: list[Timing]              # the baseline in between (comparison.alternate)
     side: Side
+
+    @property
+    def rounds(self) -> int:
+        return len(self.blocks) // 2
 
 
 @dataclass
@@ -129,21 +135,15 @@ class Measurement:
         return (bytes_moved / s if bytes_moved is not None else None,
                 flops / s if flops is not None else None)
 
-    @staticmethod
-    def spread(rounds: list[list[float]]) -> tuple[float, float, float]:
-        """(median, p20, p80) of the rounds' ratios, baseline ms / our ms."""
-        import numpy as np
-
-        r = [b / o for o, b in rounds]
-        return float(np.median(r)), float(np.percentile(r, 20)), float(np.percentile(r, 80))
-
     @classmethod
     def make(cls, name: str, timing: Timing, *, bytes_moved: int | None = None, flops: int | None = None,
              working_set_bytes: int, ceiling: tuple[str, float], ceiling_unit: str, side: Side,
-             baseline: tuple[str, Timing, list[list[float]], Side] | None = None,
+             baseline: tuple[str, list[Timing], list[Timing], Side] | None = None,
              targets: dict | None = None, state: dict | None = None) -> Measurement:
         """Every derived figure from the timings (the checker recomputes
-        them with this same function)."""
+        them with this same function). With a baseline, `baseline` is (its
+        name, our blocks, its blocks, its side) from comparison.alternate,
+        and `timing` must be our blocks pooled."""
         if ceiling_unit not in UNITS:
             raise MeasurementError(f"ceiling_unit: expected 'bytes' or 'flops', got {ceiling_unit!r}")
         if (bytes_moved if ceiling_unit == "bytes" else flops) is None:
@@ -153,11 +153,14 @@ class Measurement:
         rate = fps if ceiling_unit == "flops" else bps
         b = None
         if baseline is not None:
-            bname, bt, rounds, bside = baseline
+            bname, ours_blocks, blocks, bside = baseline
+            if len(blocks) != len(ours_blocks) or len(blocks) % 2:
+                raise MeasurementError(f"{name}: {len(ours_blocks)} blocks of ours and {len(blocks)} of the "
+                                       "baseline are not rounds of A B B A")
+            bt = comparison.pool(blocks)
             bbps, bfps = cls.rates(bt.median_ms, bytes_moved, flops)
-            med, p20, p80 = cls.spread(rounds)
-            b = LibraryBaseline(bname, bt, bbps, bfps, med, p20, p80, [list(map(float, r)) for r in rounds],
-                                bside)
+            med, p20, p80 = comparison.spread(comparison.ratios_of(ours_blocks, blocks))
+            b = LibraryBaseline(bname, bt, bbps, bfps, med, p20, p80, list(ours_blocks), list(blocks), bside)
         out = cls(name=name, timing=timing, bytes_moved=None if bytes_moved is None else int(bytes_moved),
                   bytes_per_s=bps, flops=None if flops is None else int(flops), flops_per_s=fps,
                   working_set_bytes=int(working_set_bytes), ceiling=ceiling[0], ceiling_unit=ceiling_unit,
@@ -182,7 +185,9 @@ class Measurement:
         """What the listing prints (the record's checker finds each line in
         the recorded output)."""
         t, u = self.timing, self.ceiling_unit
-        out = [f"{self.name}: {t.median_ms:.4f} ms (p20 {t.p20_ms:.4f}, p80 {t.p80_ms:.4f}, {t.reps} runs)",
+        of = (f"medians of {len(self.baseline.ours_blocks)} blocks, {t.reps} runs" if self.baseline
+              else f"{t.reps} runs")
+        out = [f"{self.name}: {t.median_ms:.4f} ms (p20 {t.p20_ms:.4f}, p80 {t.p80_ms:.4f}; {of})",
                f"  {rate_text(self.rate, u)} = {100 * self.fraction_of_ceiling:.1f}% of {self.ceiling} "
                f"({rate_text(self.ceiling_per_s, u)})"]
         if self.side.kernels:
@@ -192,7 +197,7 @@ class Measurement:
             out.append(f"  {b.name}: {b.timing.median_ms:.4f} ms, "
                        f"{rate_text(b.flops_per_s if u == 'flops' else b.bytes_per_s, u)}")
             out.append(f"  ours/{b.name} = {b.ratio:.3f} (p20 {b.ratio_p20:.3f}, p80 {b.ratio_p80:.3f}; "
-                       f"median of {len(b.rounds)} alternating rounds)")
+                       f"median of {b.rounds} ABBA rounds)")
             if b.side.how != EVENTS:
                 out.append(f"  {b.name} timed as {b.side.how}")
             if b.side.kernels:
@@ -219,6 +224,8 @@ class Measurement:
         if d.get("baseline"):
             b = dict(d["baseline"])
             b["timing"] = Timing(**b["timing"])
+            b["ours_blocks"] = [Timing(**t) for t in b["ours_blocks"]]
+            b["blocks"] = [Timing(**t) for t in b["blocks"]]
             b["side"] = Side(**b["side"])
             d["baseline"] = LibraryBaseline(**b)
         if d.get("targets"):
@@ -255,6 +262,18 @@ def _profile(fn: Callable[[], object], how: str) -> Side:
     return Side(how, p.kernels, p.launches, p.gpu_ms)
 
 
+def _nvml_device() -> str | None:
+    """The PCI bus id of the GPU this process computes on, which is how NVML
+    finds the same GPU (CUDA's and NVML's numbering may differ); None
+    without PyCUDA or a context (then gpu_state takes the first visible)."""
+    try:
+        from .gpu import init
+
+        return init().device.pci_bus_id()
+    except Exception:   # no GPU here: the fakes of the tests, or NVML's own default
+        return None
+
+
 def _state_or_none(span) -> dict | None:
     if span is None and os.environ.get("REQUIRE_GPU") == "1":
         from .gpu import Unavailable
@@ -284,9 +303,10 @@ def measure(name: str, fn: Callable[[], None], *, bytes_moved: int | None = None
     if ws is None:
         raise MeasurementError(f"{name}: working_set_bytes= is needed when only flops= is given "
                                "(it decides whether the L2 is flushed between calls)")
+    device = _nvml_device()
     warm_up(fn)
     if baseline is None:
-        t, span = gpu_state.around(lambda: timer(fn, working_set_bytes=ws, budget_ms=budget_ms))
+        t, span = gpu_state.around(lambda: timer(fn, working_set_bytes=ws, budget_ms=budget_ms), device)
         state = _state_or_none(span)
         return Measurement.make(name, t, bytes_moved=bytes_moved, flops=flops, working_set_bytes=ws,
                                 ceiling=ceiling, ceiling_unit=unit, side=_profile(fn, EVENTS),
@@ -296,12 +316,12 @@ def measure(name: str, fn: Callable[[], None], *, bytes_moved: int | None = None
         bfn = comparison.graphed(bfn)
     warm_up(bfn)
     c = comparison.alternate(fn, bfn, working_set_bytes=ws, rounds=rounds, budget_ms=budget_ms,
-                             timer=timer)
+                             timer=timer, device=device)
     state = c.state if c.state is not None else _state_or_none(None)
     return Measurement.make(
         name, c.ours, bytes_moved=bytes_moved, flops=flops, working_set_bytes=ws, ceiling=ceiling,
         ceiling_unit=unit, side=_profile(fn, EVENTS),
-        baseline=(bname, c.baseline, c.rounds, _profile(bfn, GRAPH if baseline_as_graph else EVENTS)),
+        baseline=(bname, c.ours_blocks, c.baseline_blocks, _profile(bfn, GRAPH if baseline_as_graph else EVENTS)),
         targets=targets, state=state)
 
 

@@ -180,27 +180,32 @@ def read(device: str | int | None = None) -> GpuState | None:
     def optional(call, *args):
         try:
             return call(h, *args)
-        except nvml.NVMLError:     # not supported on this GPU or driver
+        except (nvml.NVMLError, AttributeError):     # not supported on this GPU, driver or binding
             return None
+
+    def number(v, default=-1):
+        return int(v) if v is not None else default
 
     violations = {}
     for name, policy in VIOLATION_POLICIES.items():
         v = optional(nvml.nvmlDeviceGetViolationStatus, policy)
         if v is not None:
             violations[name] = int(v.violationTime)
-    mask = optional(nvml.nvmlDeviceGetCurrentClocksEventReasons)
+    reasons_call = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                    or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"))   # the older name
+    mask = optional(reasons_call)
     power = optional(nvml.nvmlDeviceGetPowerUsage)
     limit = optional(nvml.nvmlDeviceGetEnforcedPowerLimit)
     return GpuState(
         uuid=_text(nvml.nvmlDeviceGetUUID(h)),
         name=_text(nvml.nvmlDeviceGetName(h)),
         sm_clock_mhz=int(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
-        max_sm_clock_mhz=int(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
+        max_sm_clock_mhz=number(optional(nvml.nvmlDeviceGetMaxClockInfo, nvml.NVML_CLOCK_SM)),
         mem_clock_mhz=int(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM)),
         power_w=power / 1e3 if power is not None else float("nan"),
         power_limit_w=limit / 1e3 if limit is not None else float("nan"),
-        temperature_c=int(nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)),
-        pstate=int(nvml.nvmlDeviceGetPerformanceState(h)),
+        temperature_c=number(optional(nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU)),
+        pstate=number(optional(nvml.nvmlDeviceGetPerformanceState)),
         reasons=reasons_of(int(mask)) if mask is not None else [],
         energy_mj=optional(nvml.nvmlDeviceGetTotalEnergyConsumption),
         violation_ns=violations,

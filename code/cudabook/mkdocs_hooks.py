@@ -20,6 +20,9 @@
   `[[rec:<chapter>/<name>:bench[<benchmark name>].rate]]` (or `.time`,
   `.fraction`, `.baseline_ratio`, `.spread`, `.sm_clock`, ...) picks one
   benchmark of a ladder (`_values` lists them all).
+- `[[if rec:<chapter>/<name>:<condition>]]...[[else]]...[[end]]` keeps the
+  text the record's condition picks (`CHOICE`): a conclusion the listing
+  recorded as a fact chooses its own sentence.
 - `<!-- cudabook:output <chapter>/<name> <run> -->` is replaced by the text
   the listing printed in that recorded run (`bench`, `run`, `n=33`, ...), or
   for a deliberately broken listing, `sanitizer`: what compute-sanitizer said.
@@ -634,6 +637,93 @@ class _NotebookCacheNote(logging.Filter):
 logging.getLogger("mkdocs.plugins.mkdocs_jupyter").addFilter(_NotebookCacheNote())
 
 
+#: A sentence the record chooses (issue #45, item 8): the listing records
+#: its conclusion as a fact, and the prose says what that fact says.
+#:   [[if rec:fusion/bias_gelu_residual:facts.target_met]]It met ...[[else]]It missed ...[[end]]
+#:   [[if rec:why_gpus/ex1_add_one_crossover:facts.numpy_won_at < 2]]...[[end]]
+#: A condition is a yes/no fact, or a number compared (<, <=, >, >=, ==)
+#: with a number or another numeric field of the same record (facts.<key>,
+#: facts.<key>.<subkey> into a nested fact,
+#: bench[<name>].<figure> of a typed entry: ratio, ratio_p20, ratio_p80,
+#: fraction); several joined by ' and ' must all hold. `[[else]]` is optional. A condition that cannot be decided
+#: (no such fact, not a yes/no) is a build problem, never a silent choice.
+CHOICE = re.compile(r"\[\[if rec:([\w-]+/[\w-]+):((?:(?!\]\]).)+)\]\](.*?)(?:\[\[else\]\](.*?))?\[\[end\]\]", re.S)
+COMPARISON = re.compile(r"^\s*(\S+)\s*(<=|>=|==|<|>)\s*(\S+)\s*$")
+_OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+        ">=": lambda a, b: a >= b, "==": lambda a, b: a == b}
+
+
+class Undecided(ValueError):
+    """A condition the record cannot decide."""
+
+
+def _operand(rec: record.Record, text: str):
+    """A number, or a field's value: facts.<key>, or bench[<name>].<figure>."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    if text.startswith("facts."):
+        value = rec.facts()
+        for key in text[6:].split("."):              # facts.rel_err.pairwise: into a nested fact
+            if not isinstance(value, dict) or key not in value:
+                raise Undecided(f"{rec.listing}'s record has no fact {text[6:]!r}")
+            value = value[key]
+        return value
+    m = BENCH_FIELD.match(text)
+    if m:
+        named = [b for b in rec.benchmarks if b.name == m.group(1)]
+        if not named:
+            raise Undecided(f"{rec.listing}'s record has no benchmark named {m.group(1)!r}")
+        b = named[0]
+        figure = m.group(2)
+        if figure == "fraction":
+            return b.fraction_of_ceiling
+        if figure in ("ratio", "ratio_p20", "ratio_p80") and hasattr(b.baseline, figure):
+            return getattr(b.baseline, figure)
+        raise Undecided(f"bench[{m.group(1)}].{figure}: not a figure a condition can use "
+                        "(fraction, ratio, ratio_p20, ratio_p80)")
+    raise Undecided(f"{text!r} is neither a number nor facts.<key> nor bench[<name>].<figure>")
+
+
+def decide(rec: record.Record, condition: str) -> bool:
+    """Whether `condition` holds in `rec` (see CHOICE); Undecided if it
+    cannot be told. Conditions joined by ' and ' must all hold."""
+    if " and " in condition:
+        return all([decide(rec, part) for part in condition.split(" and ")])   # each decided, so each checked
+    m = COMPARISON.match(condition)
+    if m is None:
+        v = _operand(rec, condition.strip())
+        if not isinstance(v, bool):
+            raise Undecided(f"{condition.strip()} is {v!r}, not yes or no: compare it (e.g. '>= 0.9')")
+        return v
+    a, b = _operand(rec, m.group(1)), _operand(rec, m.group(3))
+    for side, v in ((m.group(1), a), (m.group(3), b)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v is None:
+            raise Undecided(f"{side} is {v!r}, not a number")
+    return _OPS[m.group(2)](a, b)
+
+
+def choose(markdown: str, page) -> str:
+    """Each [[if rec:...]]...[[else]]...[[end]] replaced by the text its
+    record's condition picks."""
+    def one(m: re.Match) -> str:
+        lid, condition, yes, no = m.group(1), m.group(2), m.group(3), m.group(4) or ""
+        where = f"{page.file.src_uri}: [[if rec:{lid}:{condition}]]"
+        state, rec = _status(_listing(lid))
+        if rec is None:
+            _problem(f"{where}: {lid} has no record")
+            return "(no record)"
+        if state != "current":
+            _problem(f"{where}: comes from a record that is {state}")
+        try:
+            return yes if decide(rec, condition) else no
+        except Undecided as e:
+            log.warning(f"{where}: {e}")
+            return "(undecided)"
+    return CHOICE.sub(one, markdown)
+
+
 def on_page_markdown(markdown, page, config, files):
     markdown = BADGE.sub(lambda m: badge(_listing(m.group(1)), page), markdown)
     if "<!-- cudabook:doctor -->" in markdown:
@@ -641,6 +731,7 @@ def on_page_markdown(markdown, page, config, files):
     markdown = RAW.sub(lambda m: _raw(m.group(1), config), markdown)
     markdown = OUTPUT.sub(lambda m: _indent(_output(m.group(2), m.group(3), page), m.group(1)), markdown)
     markdown = add_badges(markdown, page)
+    markdown = choose(markdown, page)
     markdown = FIELD.sub(lambda m: field(m.group(1), m.group(2), page, m.group(3)), markdown)
     for left in malformed_fields(markdown):
         log.warning(f"{page.file.src_uri}: {left} is not [[rec:<chapter>/<listing>:<value>]] "

@@ -26,7 +26,9 @@ from . import hashing, listings, suite
 from .bench import Benchmark
 from .check import CheckResult
 from .evidence import KIND as MEASUREMENT
+from .comparison import pool
 from .evidence import Measurement, MeasurementError, rate_text as unit_rate_text
+from .gpu_state import GpuState, StateSpan
 from .listings import Listing
 
 #: Toolchain facts every record names.
@@ -211,7 +213,7 @@ def _measurement_problems(m: Measurement, where: str, stdout: str) -> list[str]:
     rounds (rates, share of the ceiling, the ratio's median and spread,
     targets), and its printed lines found in the recorded output."""
     out = []
-    base = ((m.baseline.name, m.baseline.timing, m.baseline.rounds, m.baseline.side)
+    base = ((m.baseline.name, m.baseline.ours_blocks, m.baseline.blocks, m.baseline.side)
             if m.baseline else None)
     try:
         again = Measurement.make(m.name, m.timing, bytes_moved=m.bytes_moved, flops=m.flops,
@@ -225,20 +227,22 @@ def _measurement_problems(m: Measurement, where: str, stdout: str) -> list[str]:
         if (a is None) != (b is None) or (a is not None and not _close(a, b)):
             out.append(f"{where}.{name} = {a!r}, but its timing gives {b!r}")
     if m.baseline:
-        if len(m.baseline.rounds) < 5:
-            out.append(f"{where}.baseline.rounds: {len(m.baseline.rounds)} rounds; a ratio's spread needs 5")
+        if m.baseline.rounds < 5:
+            out.append(f"{where}.baseline: {m.baseline.rounds} ABBA rounds; a ratio's spread needs 5")
+        if m.timing != pool(m.baseline.ours_blocks):
+            out.append(f"{where}.timing is not its blocks pooled ({pool(m.baseline.ours_blocks)})")
+        if m.baseline.timing != again.baseline.timing:
+            out.append(f"{where}.baseline.timing is not its blocks pooled ({again.baseline.timing})")
         for name in ("bytes_per_s", "flops_per_s", "ratio", "ratio_p20", "ratio_p80"):
             a, b = getattr(m.baseline, name), getattr(again.baseline, name)
             if (a is None) != (b is None) or (a is not None and not _close(a, b)):
                 out.append(f"{where}.baseline.{name} = {a!r}, but its rounds give {b!r}")
         if not (m.baseline.ratio_p20 <= m.baseline.ratio <= m.baseline.ratio_p80):
             out.append(f"{where}.baseline: the ratio's median is not between its p20 and p80")
-    if m.targets and m.targets.met != again.targets.met:
-        out.append(f"{where}.targets.met = {m.targets.met}, but the figures give {again.targets.met}")
-    if m.gpu_state is not None:
-        for end in ("before", "after"):
-            if not isinstance(m.gpu_state.get(end), dict) or "sm_clock_mhz" not in m.gpu_state[end]:
-                out.append(f"{where}.gpu_state.{end} is not a reading of the GPU")
+    if m.targets is not None and m.targets.met != (again.targets.met if again.targets else {}):
+        out.append(f"{where}.targets.met = {m.targets.met}, but the figures give "
+                   f"{again.targets.met if again.targets else {}}")
+    out += _state_problems(m.gpu_state, f"{where}.gpu_state")
     t = m.timing
     if not (t.min_ms <= t.p20_ms <= t.median_ms <= t.p80_ms) or t.reps < 1:
         out.append(f"{where}.timing is not a set of measurements (min <= p20 <= median <= p80): {t}")
@@ -246,6 +250,29 @@ def _measurement_problems(m: Measurement, where: str, stdout: str) -> list[str]:
         missing = [ln for ln in m.lines() if ln not in stdout.splitlines()]
         if missing:
             out.append(f"{where}: the recorded output does not show its figures: {missing[0]!r}")
+    return out
+
+
+def _state_problems(state: dict | None, where: str) -> list[str]:
+    """A typed entry's GPU state: present (the suite runs with REQUIRE_GPU=1,
+    which refuses to time without it), two readings of one GPU, and its
+    derived figures (time held below the clocks, mean power, throttled)
+    those the readings give."""
+    if state is None:
+        return [f"{where} is missing: a record must say what state its timings ran in"]
+    try:
+        span = StateSpan(GpuState(**state["before"]), GpuState(**state["after"]), state["seconds"])
+    except (KeyError, TypeError) as e:
+        return [f"{where} is not two readings of the GPU ({e})"]
+    out = []
+    if span.before.uuid != span.after.uuid:
+        out.append(f"{where}: read from two GPUs ({span.before.uuid}, {span.after.uuid})")
+    again = span.as_dict()
+    for name in ("held_ns", "mean_power_w", "throttled"):
+        if state.get(name) != again[name] and not (
+                isinstance(again[name], float) and isinstance(state.get(name), float)
+                and _close(state[name], again[name])):
+            out.append(f"{where}.{name} = {state.get(name)!r}, but its readings give {again[name]!r}")
     return out
 
 
@@ -602,7 +629,7 @@ def reproduces(new: Record, old: Record, band: float = NOISE_BAND) -> list[str]:
         if o is None:
             out.append(f"{w}: benchmarks: {b.name!r} is not in the committed record")
             continue
-        rate = "rate" if isinstance(b, Measurement) else "bytes_per_s"
+        rate = "rate" if isinstance(b, Measurement) and isinstance(o, Measurement) else "bytes_per_s"
         for what, a, c in ((rate, getattr(o, rate, None), getattr(b, rate, None)),
                            ("baseline.ratio", o.baseline.ratio if o.baseline else None,
                             b.baseline.ratio if b.baseline else None)):
