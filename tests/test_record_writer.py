@@ -102,3 +102,63 @@ def test_another_listings_half_written_result_is_not_read(tmp_path, monkeypatch)
     _stage_all(listing)
     assert (tmp_path / "results" / listing.chapter / f"{listing.name}.json").exists()
     assert not list((tmp_path / "staging").rglob("*.part"))
+
+
+def _measurement():
+    """A typed entry as evidence.measure makes one: 5 ABBA rounds against a
+    baseline, a FLOP rate against a named peak, and two NVML readings."""
+    from cudabook.bench import Timing
+    from cudabook.evidence import Measurement, Side
+
+    def t(ms):
+        return Timing(median_ms=ms, p20_ms=ms, p80_ms=ms, min_ms=ms, reps=5, l2_flushed=False)
+    ours = [t(1.0 + 0.01 * i) for i in range(10)]
+    theirs = [t(1.6 + 0.01 * i) for i in range(10)]
+    reading = {"uuid": "GPU-1", "name": "Test GPU", "sm_clock_mhz": 1980, "max_sm_clock_mhz": 1980,
+               "mem_clock_mhz": 3201, "power_w": 600.0, "power_limit_w": 700.0, "temperature_c": 50,
+               "pstate": 0, "reasons": [], "energy_mj": 1000, "violation_ns": {"power": 0}}
+    state = {"before": reading, "after": dict(reading, energy_mj=1600), "seconds": 1.0,
+             "held_ns": {"power": 0}, "mean_power_w": 0.6, "throttled": False}
+    from cudabook.comparison import pool
+    return Measurement.make("gemm 4096^3", pool(ours), flops=2 * 4096**3, working_set_bytes=3 * 4 * 4096**2,
+                            ceiling=("FP32 FMA peak", 60e12), ceiling_unit="flops",
+                            side=Side("CUDA events around each call", ["sgemm_double_buffer"], 1.0, 1.0),
+                            baseline=("cuBLAS", ours, theirs, Side("CUDA events around each call",
+                                                                   ["sm90_xmma_gemm"], 1.0, 1.6)),
+                            targets={"baseline": 0.8}, state=state)
+
+
+def test_a_typed_measurement_goes_through_the_writer_and_the_checker(tmp_path, monkeypatch):
+    """evidence.Measurement entries (issue #45) are written into a record as
+    a listing reports them, read back, pass the consistency check, show on
+    the badge with the ratio's spread, and a forged ratio is caught."""
+    monkeypatch.setenv("CUDABOOK_STAGING", str(tmp_path / "staging"))
+    monkeypatch.setenv("CUDABOOK_RESULTS", str(tmp_path / "results"))
+    listing = next(lst for lst in LISTINGS if lst.id == "first_kernel/add_one_per_thread")
+    m = _measurement()
+    original = gpu_harness.store
+
+    def with_measurement(lst, key, value):
+        if key == "bench":
+            value = dict(value, benchmarks=[m.as_dict()], stdout=value["stdout"] + "\n".join(m.lines()) + "\n")
+        original(lst, key, value)
+    monkeypatch.setattr(gpu_harness, "store", with_measurement)
+    for key in sorted(required_runs(listing)):
+        if key.startswith("sanitizer:"):
+            tool = key.split(":")[1]
+            summary = "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" \
+                if tool == "racecheck" else "========= ERROR SUMMARY: 0 errors"
+            original(listing, key, {"tool": tool, "n": 1027, "passed": True, "summary": summary, "wall_s": 1.0})
+        else:
+            with_measurement(listing, key, _run_value(key, True, DESCRIPTIONS[listing.id]["bench_n"]))
+    path = tmp_path / "results" / listing.chapter / f"{listing.name}.json"
+    d = json.loads(path.read_text())
+    rec = record.from_dict(d)
+    assert rec.benchmarks == [m]
+    assert record.problems(listing, rec, DESCRIPTIONS[listing.id]) == []
+    assert record.headline(rec).startswith(f"{record.benchmark_rate_text(m)} (")
+    assert f"{m.baseline.ratio:.2f}x cuBLAS [{m.baseline.ratio_p20:.2f}-{m.baseline.ratio_p80:.2f}]" in record.headline(rec)
+    bench = next(r for r in d["runs"] if r["key"] == "bench")
+    bench["benchmarks"][0]["baseline"]["ratio"] = 0.99
+    found = record.problems(listing, record.from_dict(d), DESCRIPTIONS[listing.id])
+    assert any("baseline.ratio = 0.99, but its rounds give" in p for p in found), found
