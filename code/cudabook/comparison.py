@@ -130,12 +130,10 @@ def _device_ms(event) -> float:
 def kernels(fn: Callable[[], object], calls: int = 5) -> KernelProfile:
     """Run `fn` `calls` times under torch.profiler (after one warm-up
     call) and return what one call ran on the GPU."""
-    import os
-
-    # Kineto leaves CUPTI attached after a profile unless told to tear it
-    # down, and later timings in the process would run with it (PyTorch
-    # issue 144455).
-    os.environ.setdefault("TEARDOWN_CUPTI", "1")
+    # Not TEARDOWN_CUPTI=1 (which detaches CUPTI after a profile): on the
+    # H100 machine it left the process hanging at exit, and without it a
+    # CUDA-event timing after five profiles read as before them (0.0735
+    # against 0.0734 ms; docs/assets/experiments/evidence/profiler_cost_h100.log).
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile

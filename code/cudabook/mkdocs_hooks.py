@@ -245,7 +245,10 @@ def badge_placement(markdown: str) -> tuple[dict[str, int], dict[int, list[tuple
         ladder = sections.get(lid, {}) if len(sections.get(lid, {})) > 1 else {}
 
         def block_of(b, default):
-            return next((k for sec, k in ladder.items() if record.names_section(b.name, sec)), default)
+            # The longest section it names: 'mma_pipelined 8192x8192x8192'
+            # names `mma_pipelined`, not `mma`, which it also contains as a word.
+            named = [sec for sec in ladder if record.names_section(b.name, sec)]
+            return ladder[max(named, key=len)] if named else default
 
         head = record.headline_benchmark(rec)
         if head is not None:
