@@ -437,3 +437,12 @@ def test_a_sentence_is_chosen_by_the_record(caplog):
     with caplog.at_level("WARNING"):
         assert hooks.choose(f"[[if rec:{lid}:facts.no_such_fact]]a[[else]]b[[end]]", page) == "(undecided)"
     assert "no fact 'no_such_fact'" in caplog.text
+
+
+def test_a_flop_rate_reads_in_tflops():
+    """`|TFLOP/s` shows a fact in FLOP/s as prose says it: whole TFLOP/s
+    from 100 up, one decimal below."""
+    from cudabook import mkdocs_hooks as hooks
+
+    assert hooks._number(680134956461451.0, "TFLOP/s", "w") == "680 TFLOP/s"
+    assert hooks._number(4.13e13, "TFLOP/s", "w") == "41.3 TFLOP/s"

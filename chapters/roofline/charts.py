@@ -19,6 +19,26 @@ PLACED = [
 ]
 MATMUL = 8192   # peak_flops.py's matrix size: 2 N^3 FLOPs, 3 N^2 elements read or written at least once
 MARKERS = "s^vD<>ph*"
+#: The H200's HBM3e bandwidth by NVIDIA's datasheet (H200 Tensor Core GPU
+#: datasheet, SXM: 4.8 TB/s): a peak of the interface, drawn only on a
+#: chart whose record ran on an H200.
+H200_HBM3E_BYTES_PER_S = 4.8e12
+
+
+def read_stream_bytes_per_s() -> float | None:
+    """The read-only stream's rate: `read_sum` over the largest buffer of
+    the caches chapter's staircase (every pass from HBM), or None."""
+    rec = record.load(listings.find("caches/read_staircase"))
+    sweep = rec.facts().get("sweep") if rec else None
+    if not sweep:
+        return None
+    return max(sweep, key=lambda r: r["bytes"])["read_sum_gbs"] * 1e9
+
+
+def bf16_rate() -> float | None:
+    """torch.matmul in bf16 at 8192^3 (peak_flops.py's run): the tensor-core roof."""
+    rec = record.load(listings.find("roofline/peak_flops"))
+    return rec.facts().get("matmul_bf16_flops") if rec else None
 
 
 def _placed() -> list[tuple[str, float, float]]:
@@ -41,7 +61,10 @@ def _placed() -> list[tuple[str, float, float]]:
 def roofline_chart(chapter: str) -> bytes | None:
     """The roofs measured by intensity_sweep (copy bandwidth and the FP32 FMA
     rate, one run), the sweep's own points, and earlier kernels placed by
-    their counted intensity and recorded rate."""
+    their counted intensity and recorded rate; beside them the bf16
+    tensor-core roof (peak_flops's torch.matmul), the read-only stream's
+    roof (the caches chapter's staircase) and, on an H200, the datasheet's
+    HBM3e bandwidth."""
     found = plots.find_facts(chapter, "sweep", "intensity_sweep")
     if found is None:
         return plots.pending(chapter, "intensity_sweep")
@@ -52,12 +75,30 @@ def roofline_chart(chapter: str) -> bytes | None:
     placed = _placed()
     lo = min([r["flops_per_byte"] for r in f["sweep"]] + [i for _, i, _ in placed]) / 2
     hi = max([r["flops_per_byte"] for r in f["sweep"]] + [i for _, i, _ in placed]) * 2
-    fig, ax = plt.subplots(figsize=(7.5, 7.4))
+    fig, ax = plt.subplots(figsize=(7.5, 7.9))
     ax.loglog([lo, ridge, hi], [lo * bw / 1e12, peak / 1e12, peak / 1e12], "-", color="#c62828", linewidth=2.2,
               label=f"roofs: copy {f['copy_gbs']:,.0f} GB/s, FP32 {f['fp32_tflops']:.1f} TFLOP/s")
     ax.axvline(ridge, color="#777", linestyle=":", linewidth=1.2)
     ax.annotate(f"ridge point\n{ridge:.1f} FLOP/B", (ridge, lo * bw / 1e12 * 4), xytext=(6, 0),
                 textcoords="offset points", color="#444")
+    top = peak
+    tc = bf16_rate()
+    if tc:                                   # the tensor cores' roof, over the same copy bandwidth
+        tc_ridge = tc / bw
+        hi = max(hi, tc_ridge * 4)
+        top = max(top, tc)
+        ax.loglog([ridge, tc_ridge, hi], [peak / 1e12, tc / 1e12, tc / 1e12], "--", color="#6a1b9a",
+                  linewidth=1.8, label=f"bf16 tensor cores: torch.matmul {tc / 1e12:,.0f} TFLOP/s")
+        ax.axvline(tc_ridge, color="#6a1b9a", linestyle=":", linewidth=1.0)
+        ax.annotate(f"bf16 ridge point\n{tc_ridge:,.0f} FLOP/B", (tc_ridge, lo * bw / 1e12 * 4), xytext=(6, 0),
+                    textcoords="offset points", color="#6a1b9a")
+    reads = read_stream_bytes_per_s()
+    if reads:                                # kernels that only read: no turns of the bus
+        ax.loglog([lo, ridge * 0.8], [lo * reads / 1e12, ridge * 0.8 * reads / 1e12], "-.", color="#2e7d32",
+                  linewidth=1.5, label=f"reads only: {reads / 1e9:,.0f} GB/s (caches chapter)")
+    if "H200" in rec.gpu:
+        ax.loglog([lo, ridge * 0.8], [lo * H200_HBM3E_BYTES_PER_S / 1e12, ridge * 0.8 * H200_HBM3E_BYTES_PER_S / 1e12],
+                  ":", color="#555", linewidth=1.5, label="HBM3e, datasheet: 4,800 GB/s")
     rows = f["sweep"]
     ax.loglog([r["flops_per_byte"] for r in rows], [r["gflops"] / 1e3 for r in rows], "o-",
               color=plots.COLOURS[0], markersize=5, linewidth=1.2, alpha=0.8,
@@ -67,10 +108,10 @@ def roofline_chart(chapter: str) -> bytes | None:
                   color=plots.COLOURS[(i + 1) % len(plots.COLOURS)], markeredgecolor="black",
                   markeredgewidth=0.6, zorder=5, label=label)
         if "bf16" in label:
-            ax.annotate("tensor cores", (intensity, rate / 1e12), xytext=(-8, 0), textcoords="offset points",
-                        ha="right", va="center", color="#444")
+            ax.annotate("tensor cores", (intensity, rate / 1e12), xytext=(0, -12), textcoords="offset points",
+                        ha="center", va="top", color="#444")
     ax.set_xlim(lo, hi)
-    ax.set_ylim(lo * bw / 1e12 / 2, max(peak, max(r for _, _, r in placed)) / 1e12 * 3)
+    ax.set_ylim(lo * bw / 1e12 / 2, max(top, max(r for _, _, r in placed)) / 1e12 * 3)
     plots.plain_log_ticks(ax.xaxis)
     plots.plain_log_ticks(ax.yaxis)
     ax.set_xlabel("arithmetic intensity, FLOPs per byte (counted from the algorithm)")

@@ -15,7 +15,8 @@
   chapters/<chapter>/<name>.svg.
 - `[[rec:<chapter>/<name>:<field>]]` in prose is replaced by a value from
   the record (see `field`), so no measured number is ever typed by hand;
-  `[[rec:...:facts.<key>|%]]`, `|billion` or `|.2f` formats a number,
+  `[[rec:...:facts.<key>|%]]`, `|billion`, `|TFLOP/s` (a FLOP/s value)
+  or `|.2f` formats a number,
   `|met` a yes/no fact as "met" or "missed" (e.g. facts.target_met);
   `[[rec:<chapter>/<name>:bench[<benchmark name>].rate]]` (or `.time`,
   `.fraction`, `.baseline_ratio`, `.spread`, `.sm_clock`, ...) picks one
@@ -384,12 +385,14 @@ def _number(v, spec: str | None, where: str):
         return f"{100 * v:.0f}%"
     if spec == "billion":
         return f"{v / 1e9:.2f} billion"
+    if spec == "TFLOP/s":                              # a rate in FLOP/s, as prose says it
+        return f"{v / 1e12:,.0f} TFLOP/s" if v >= 1e14 else f"{v / 1e12:,.1f} TFLOP/s"
     if spec:
         try:
             return format(v, spec)
         except ValueError as e:
-            log.warning(f"{where}: the format {spec!r} does not apply ({e}); use %, billion, met or a "
-                        f"Python format spec such as .2f")
+            log.warning(f"{where}: the format {spec!r} does not apply ({e}); use %, billion, TFLOP/s, met "
+                        f"or a Python format spec such as .2f")
             return None
     return f"{v:,.0f}" if isinstance(v, float) else f"{v:,}"
 
