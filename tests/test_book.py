@@ -657,32 +657,6 @@ def test_caches_says_how_close_the_two_kernels_read_from_hbm():
     assert rows and all(0 <= g < 0.03 for g in gaps), f"read_sum_l2 behind read_sum by {gaps}: {said!r}"
 
 
-def test_attention_exercise_2_says_which_way_the_order_moved():
-    """Attention's exercise 2 says which way the longest-first order moved
-    the time at each length, and that at S = 4096 the gain exceeded the 1%
-    the reckoning predicted: the words must match the record."""
-    facts, text = _facts_and_chapter_text("attention/ex2_block_order")
-    g1, g4 = facts["gain_s1024"], facts["gain_s4096"]
-    _says_exactly_what_holds(text, {
-        "the longest first was a little faster at both lengths.": 1 < g1 < 1.05 and 1 < g4 < 1.05,
-        ("and in opposite directions: the longest first was a little slower at \\(S = 1024\\) and a little "
-         "faster at \\(S = 4096\\)."): 0.95 < g1 < 1 < g4 < 1.05,
-        "at \\(S = 4096\\) the gain was more than that.": g4 > 1.01,
-    }, "attention", f"gains {g1:.4f} at S = 1024 and {g4:.4f} at S = 4096")
-
-
-def test_roofline_corner_is_the_lowest_rung():
-    """The roofline chapter says the rung nearest the ridge point had 'the
-    lowest share of any rung': a record where another rung fell further
-    below its bound fails here until the sentence follows."""
-    facts, text = _facts_and_chapter_text("roofline/intensity_sweep")
-    said = "the lowest share of any rung"
-    assert said in text, f"chapters/roofline/index.md no longer says {said!r}; update this test"
-    assert facts["near_ridge_of_roof"] == facts["lowest_of_roof"], (
-        f"the lowest rung ({facts['lowest_of_roof']:.3f} of its bound) is not the one nearest the ridge "
-        f"({facts['near_ridge_of_roof']:.3f}); chapters/roofline/index.md says {said!r}")
-
-
 def test_caches_exercise_1_says_where_ldg_and_the_rolled_loop_were_level():
     """Caches' exercise 1 says read_ldg and read_rolled were level from HBM
     and that in the L1s read_ldg fell further behind: a record where either

@@ -446,3 +446,25 @@ def test_a_flop_rate_reads_in_tflops():
 
     assert hooks._number(680134956461451.0, "TFLOP/s", "w") == "680 TFLOP/s"
     assert hooks._number(4.13e13, "TFLOP/s", "w") == "41.3 TFLOP/s"
+
+
+def test_a_chain_of_sentences_takes_the_first_that_holds(caplog):
+    """[[elif rec:...]] branches are tried in order after the [[if]], the
+    [[else]] text is the fallback, every condition is decided (a missing
+    fact fails even after a branch held), and [[else fail]] makes a record
+    that no sentence fits a build problem."""
+    from types import SimpleNamespace
+
+    from cudabook import mkdocs_hooks as hooks
+
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="chapters/x/index.md"))
+    lid = "softmax_norm/ex1_row_length"
+    yes, no = "facts.online_16384_of_copy > 0", "facts.online_16384_of_copy < 0"
+    assert hooks.choose(f"[[if rec:{lid}:{no}]]a[[elif rec:{lid}:{yes}]]b[[elif rec:{lid}:{yes}]]c[[else]]d[[end]]",
+                        page) == "b"
+    assert hooks.choose(f"[[if rec:{lid}:{no}]]a[[elif rec:{lid}:{no}]]b[[else]]d[[end]]", page) == "d"
+    assert hooks.choose(f"[[if rec:{lid}:{no}]]a[[end]]", page) == ""
+    with caplog.at_level("WARNING"):
+        assert hooks.choose(f"[[if rec:{lid}:{yes}]]a[[elif rec:{lid}:facts.nope > 1]]b[[end]]", page) == "(undecided)"
+        assert hooks.choose(f"[[if rec:{lid}:{no}]]a[[else fail]][[end]]", page) == "(no sentence fits the record)"
+    assert "no fact 'nope'" in caplog.text and "no sentence of this chain holds" in caplog.text

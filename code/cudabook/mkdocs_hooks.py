@@ -646,14 +646,17 @@ logging.getLogger("mkdocs.plugins.mkdocs_jupyter").addFilter(_NotebookCacheNote(
 #: A sentence the record chooses (issue #45, item 8): the listing records
 #: its conclusion as a fact, and the prose says what that fact says.
 #:   [[if rec:fusion/bias_gelu_residual:facts.target_met]]It met ...[[else]]It missed ...[[end]]
-#:   [[if rec:why_gpus/ex1_add_one_crossover:facts.numpy_won_at < 2]]...[[end]]
+#:   [[if rec:a/b:facts.gain > 1.01]]...[[elif rec:a/b:facts.gain < 0.99]]...[[else]]...[[end]]
 #: A condition is a yes/no fact, or a number compared (<, <=, >, >=, ==)
 #: with a number or another numeric field of the same record (facts.<key>,
 #: facts.<key>.<subkey> into a nested fact,
 #: bench[<name>].<figure> of a typed entry: ratio, ratio_p20, ratio_p80,
 #: fraction); several joined by ' and ' must all hold. `[[else]]` is optional. A condition that cannot be decided
 #: (no such fact, not a yes/no) is a build problem, never a silent choice.
-CHOICE = re.compile(r"\[\[if rec:([\w-]+/[\w-]+):((?:(?!\]\]).)+)\]\](.*?)(?:\[\[else\]\](.*?))?\[\[end\]\]", re.S)
+CHOICE = re.compile(r"\[\[if rec:([\w-]+/[\w-]+):((?:(?!\]\]).)+)\]\](.*?)\[\[end\]\]", re.S)
+#: The branches after the first: [[elif rec:<listing>:<condition>]], and
+#: [[else]] (or [[else fail]]: no sentence fits a record that reaches it).
+BRANCH = re.compile(r"\[\[(?:elif rec:([\w-]+/[\w-]+):((?:(?!\]\]).)+)|(else fail|else))\]\]")
 COMPARISON = re.compile(r"^\s*(\S+)\s*(<=|>=|==|<|>)\s*(\S+)\s*$")
 _OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
         ">=": lambda a, b: a >= b, "==": lambda a, b: a == b}
@@ -711,22 +714,50 @@ def decide(rec: record.Record, condition: str) -> bool:
 
 
 def choose(markdown: str, page) -> str:
-    """Each [[if rec:...]]...[[else]]...[[end]] replaced by the text its
-    record's condition picks."""
+    """Each [[if rec:...]]...[[elif rec:...]]...[[else]]...[[end]] replaced
+    by the text of the first branch whose condition the record bears out
+    (the [[else]] text, or nothing, if none does). Every condition of a
+    chain is decided, so a condition that names a missing fact fails the
+    build even when an earlier one holds. [[else fail]] marks a chain whose
+    sentences must cover every record: a record that reaches it is a build
+    problem, and the chain needs a sentence for what that record shows."""
     def one(m: re.Match) -> str:
-        lid, condition, yes, no = m.group(1), m.group(2), m.group(3), m.group(4) or ""
-        where = f"{page.file.src_uri}: [[if rec:{lid}:{condition}]]"
-        state, rec = _status(_listing(lid))
-        if rec is None:
-            _problem(f"{where}: {lid} has no record")
-            return "(no record)"
-        if state != "current":
-            _problem(f"{where}: comes from a record that is {state}")
-        try:
-            return yes if decide(rec, condition) else no
-        except Undecided as e:
-            log.warning(f"{where}: {e}")
-            return "(undecided)"
+        where = f"{page.file.src_uri}: [[if rec:{m.group(1)}:{m.group(2)}]]"
+        branches, rest, cond = [], m.group(3), (m.group(1), m.group(2))
+        otherwise, fail = "", False
+        while True:
+            b = BRANCH.search(rest)
+            text = rest[:b.start()] if b else rest
+            if cond is None:                      # the text after [[else]]
+                otherwise = text
+                if b:
+                    log.warning(f"{where}: [[else]] must be the last branch before [[end]]")
+                break
+            branches.append((cond, text))
+            if not b:
+                break
+            cond = (b.group(1), b.group(2)) if b.group(1) else None
+            fail = fail or b.group(3) == "else fail"
+            rest = rest[b.end():]
+        chosen = None
+        for (lid, condition), text in branches:
+            state, rec = _status(_listing(lid))
+            if rec is None:
+                _problem(f"{where}: {lid} has no record")
+                return "(no record)"
+            if state != "current":
+                _problem(f"{where}: {lid}'s record is {state}")
+            try:
+                holds = decide(rec, condition)
+            except Undecided as e:
+                log.warning(f"{where}: {e}")
+                return "(undecided)"
+            if holds and chosen is None:
+                chosen = text
+        if chosen is None and fail:
+            log.warning(f"{where}: no sentence of this chain holds for the record: write one for what it shows")
+            return "(no sentence fits the record)"
+        return otherwise if chosen is None else chosen
     return CHOICE.sub(one, markdown)
 
 
