@@ -556,39 +556,6 @@ def test_why_gpus_prose_names_the_sizes_where_pytorch_stalled():
         f"{wanted!r}" + ("" if jumps else " and 'this record has no such jump'"))
 
 
-def test_reductions_says_which_sum_returned_the_nearest_float():
-    """The reductions chapter says, for the run in the record, whether
-    sum_one_pass and NumPy's np.sum returned the same float and which of them
-    the float nearest the exact sum (an error within u/2 = 2^-25 can only be
-    the nearest; within u, the nearest or its neighbour). The data are drawn
-    from each run's seed, so a new record can change the answer, and fails
-    here until the sentence follows: each sentence below must be in the
-    chapter exactly when the record bears it out."""
-    facts, text = _facts_and_chapter_text("reductions/sum_ladder")
-    pw, op = facts["rel_err"]["pairwise"], facts["rel_err"]["sum_one_pass"]
-    half, u = 2.0 ** -25, 2.0 ** -24
-    sentences = {  # what the chapter may say, and whether the record bears it out
-        ("In this run both errors were below \\(u/2\\): the two returned the same float, the one nearest "
-         "to the sum."): pw == op <= half,
-        "land on one of the two floats around the sum, in this run the nearest.": op <= half,
-        ("In this run NumPy returned the nearer of the two floats around the sum, "
-         "and `sum_one_pass` the other."): pw <= half < op < u,
-        ("In this run `sum_one_pass` returned the nearer of the two floats around the sum, "
-         "and NumPy the other."): op <= half < pw < u,
-        ("In this run neither was within \\(u/2\\). `sum_one_pass` was within \\(u\\), so it "
-         "returned one of the two floats around the sum; NumPy's error was about one and a half "
-         "times \\(u\\)."): half < op < u and 1.25 * u < pw < 1.75 * u,
-        # Errors on either side of u/2 that add up to about u: the sum lay near the midpoint.
-        "The sum lay almost halfway between them": (pw != op and abs(pw - half) < 0.1 * half
-                                                    and abs(op - half) < 0.1 * half),
-    }
-    assert any(true for said, true in sentences.items() if said.startswith("In this run")), (
-        f"np.sum's error is {pw:.3g} and sum_one_pass's {op:.3g} (u = 2^-24 = {u:.3g}); no sentence of the "
-        "accuracy bullet of chapters/reductions/index.md says what this run shows: write one, and add it here")
-    _says_exactly_what_holds(text, sentences, "reductions",
-                             f"np.sum's error {pw:.4g} and sum_one_pass's {op:.4g}, with u = {u:.4g}")
-
-
 def test_matmul_tc_puts_this_record_against_the_earlier_ones():
     """Chapter 12 puts the record's result against the nine records before
     it (commits 037c547 to 13a2e6a): our best rung at 296 to 376 TFLOP/s

@@ -647,7 +647,7 @@ logging.getLogger("mkdocs.plugins.mkdocs_jupyter").addFilter(_NotebookCacheNote(
 #: its conclusion as a fact, and the prose says what that fact says.
 #:   [[if rec:fusion/bias_gelu_residual:facts.target_met]]It met ...[[else]]It missed ...[[end]]
 #:   [[if rec:a/b:facts.gain > 1.01]]...[[elif rec:a/b:facts.gain < 0.99]]...[[else]]...[[end]]
-#: A condition is a yes/no fact, or a number compared (<, <=, >, >=, ==)
+#: A condition is a yes/no fact, or a number compared (<, <=, >, >=, ==, !=)
 #: with a number or another numeric field of the same record (facts.<key>,
 #: facts.<key>.<subkey> into a nested fact,
 #: bench[<name>].<figure> of a typed entry: ratio, ratio_p20, ratio_p80,
@@ -657,9 +657,9 @@ CHOICE = re.compile(r"\[\[if rec:([\w-]+/[\w-]+):((?:(?!\]\]).)+)\]\](.*?)\[\[en
 #: The branches after the first: [[elif rec:<listing>:<condition>]], and
 #: [[else]] (or [[else fail]]: no sentence fits a record that reaches it).
 BRANCH = re.compile(r"\[\[(?:elif rec:([\w-]+/[\w-]+):((?:(?!\]\]).)+)|(else fail|else))\]\]")
-COMPARISON = re.compile(r"^\s*(\S+)\s*(<=|>=|==|<|>)\s*(\S+)\s*$")
+COMPARISON = re.compile(r"^\s*(\S+)\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$")
 _OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-        ">=": lambda a, b: a >= b, "==": lambda a, b: a == b}
+        ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
 
 
 class Undecided(ValueError):
