@@ -243,11 +243,18 @@ def _measurement_problems(m: Measurement, where: str, stdout: str) -> list[str]:
         out.append(f"{where}.targets.met = {m.targets.met}, but the figures give "
                    f"{again.targets.met if again.targets else {}}")
     out += _state_problems(m.gpu_state, f"{where}.gpu_state")
-    t = m.timing
+    return _timing_and_lines_problems(m, where, stdout, out)
+
+
+def _timing_and_lines_problems(b: Benchmark | Measurement, where: str, stdout: str, out: list[str]) -> list[str]:
+    """`out`, and what is wrong with a benchmark's timing as a set of
+    measurements; when nothing else is wrong, whether the recorded output
+    shows every line the benchmark prints."""
+    t = b.timing
     if not (t.min_ms <= t.p20_ms <= t.median_ms <= t.p80_ms) or t.reps < 1:
         out.append(f"{where}.timing is not a set of measurements (min <= p20 <= median <= p80): {t}")
     if not out:
-        missing = [ln for ln in m.lines() if ln not in stdout.splitlines()]
+        missing = [ln for ln in b.lines() if ln not in stdout.splitlines()]
         if missing:
             out.append(f"{where}: the recorded output does not show its figures: {missing[0]!r}")
     return out
@@ -295,14 +302,7 @@ def _benchmark_problems(b: Benchmark | Measurement, where: str, stdout: str) -> 
                            f"but its timing gives {getattr(again.baseline, name)!r}")
     if b.targets and b.targets.met != again.targets.met:
         out.append(f"{where}.targets.met = {b.targets.met}, but the figures give {again.targets.met}")
-    t = b.timing
-    if not (t.min_ms <= t.p20_ms <= t.median_ms <= t.p80_ms) or t.reps < 1:
-        out.append(f"{where}.timing is not a set of measurements (min <= p20 <= median <= p80): {t}")
-    if not out:
-        missing = [ln for ln in b.lines() if ln not in stdout.splitlines()]
-        if missing:
-            out.append(f"{where}: the recorded output does not show its figures: {missing[0]!r}")
-    return out
+    return _timing_and_lines_problems(b, where, stdout, out)
 
 
 def _check_problems(c: CheckResult, where: str, stdout: str, n: int | None) -> list[str]:
