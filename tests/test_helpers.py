@@ -744,3 +744,21 @@ def test_notebook_kernels_talk_over_sockets_of_their_own(tmp_path, monkeypatch):
     assert [t for t, _ in seen] == ["ipc", "ipc"], seen
     folders = [Path(ip).parent for _, ip in seen]
     assert folders[0] != folders[1] and not any(f.exists() for f in folders), seen
+
+
+def test_every_environment_variable_is_in_contributing():
+    """CONTRIBUTING's table of environment variables names exactly those the
+    code, the tests and CI read (issue #45, item 10: one registry)."""
+    import re
+
+    pattern = re.compile(r"\b(CUDABOOK_[A-Z0-9_]+|REQUIRE_GPU)\b")
+    read = set()
+    for base in ("code", "tests", ".ci"):
+        for f in (ROOT / base).rglob("*"):
+            if f.is_file() and f.suffix in ("", ".py", ".sh", ".tmpl") and "__pycache__" not in f.parts:
+                read |= set(pattern.findall(f.read_text(errors="replace")))
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    table = text[text.index("## Environment variables"):text.index("## The checks")]
+    named = set(re.findall(r"^\| `(CUDABOOK_[A-Z0-9_]+|REQUIRE_GPU)=", table, re.M))
+    assert read == named, (f"read but not in CONTRIBUTING's table: {sorted(read - named)}; "
+                           f"in the table but read nowhere: {sorted(named - read)}")
