@@ -468,3 +468,17 @@ def test_a_chain_of_sentences_takes_the_first_that_holds(caplog):
         assert hooks.choose(f"[[if rec:{lid}:{yes}]]a[[elif rec:{lid}:facts.nope > 1]]b[[end]]", page) == "(undecided)"
         assert hooks.choose(f"[[if rec:{lid}:{no}]]a[[else fail]][[end]]", page) == "(no sentence fits the record)"
     assert "no fact 'nope'" in caplog.text and "no sentence of this chain holds" in caplog.text
+
+
+def test_a_condition_may_compare_a_ratio_of_two_facts():
+    """facts.a/facts.b in a condition is their ratio; dividing by zero or by
+    a non-number is undecided, never a guess."""
+    from cudabook import mkdocs_hooks as hooks
+
+    rec = record.load(listings.find("softmax_norm/ex1_row_length"))
+    f = rec.facts()
+    ratio = f["online_16384_of_copy"] / f["safe_16384_of_copy"]
+    assert hooks.decide(rec, f"facts.online_16384_of_copy/facts.safe_16384_of_copy > {ratio - 1e-9}")
+    assert not hooks.decide(rec, f"facts.online_16384_of_copy/facts.safe_16384_of_copy > {ratio + 1e-9}")
+    with pytest.raises(hooks.Undecided, match="is 0"):
+        hooks.decide(rec, "facts.online_16384_of_copy/0 > 1")

@@ -649,7 +649,7 @@ logging.getLogger("mkdocs.plugins.mkdocs_jupyter").addFilter(_NotebookCacheNote(
 #:   [[if rec:a/b:facts.gain > 1.01]]...[[elif rec:a/b:facts.gain < 0.99]]...[[else]]...[[end]]
 #: A condition is a yes/no fact, or a number compared (<, <=, >, >=, ==, !=)
 #: with a number or another numeric field of the same record (facts.<key>,
-#: facts.<key>.<subkey> into a nested fact,
+#: facts.<key>.<subkey> into a nested fact, facts.a/facts.b their ratio,
 #: bench[<name>].<figure> of a typed entry: ratio, ratio_p20, ratio_p80,
 #: fraction); several joined by ' and ' must all hold. `[[else]]` is optional. A condition that cannot be decided
 #: (no such fact, not a yes/no) is a build problem, never a silent choice.
@@ -667,7 +667,17 @@ class Undecided(ValueError):
 
 
 def _operand(rec: record.Record, text: str):
-    """A number, or a field's value: facts.<key>, or bench[<name>].<figure>."""
+    """A number, or a field's value: facts.<key>, or bench[<name>].<figure>;
+    or the ratio of two of these, written a/b (no spaces)."""
+    if "/" in text and not text.startswith("bench["):
+        top, _, bottom = text.partition("/")
+        a, b = _operand(rec, top), _operand(rec, bottom)
+        for side, v in ((top, a), (bottom, b)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise Undecided(f"{side} is {v!r}, not a number to divide")
+        if b == 0:
+            raise Undecided(f"{bottom} is 0: {text} has no value")
+        return a / b
     try:
         return float(text)
     except ValueError:
