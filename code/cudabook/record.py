@@ -509,8 +509,11 @@ def benchmark_rate_text(b: Benchmark | Measurement) -> str:
 
 
 def ceiling_name(b: Benchmark | Measurement) -> str:
-    """'copy' for a bandwidth against the copy ceiling, else the ceiling's name."""
-    return "copy" if not isinstance(b, Measurement) or b.ceiling == "device-to-device copy" else b.ceiling
+    """'copy' for a bandwidth against the copy ceiling, else the ceiling's
+    name without its parenthesis: 'FP32 FMA peak', 'cuBLAS bf16 8192^3'."""
+    if not isinstance(b, Measurement) or b.ceiling == "device-to-device copy":
+        return "copy"
+    return b.ceiling.split(" (")[0]
 
 
 def headline(rec: Record) -> str | None:
