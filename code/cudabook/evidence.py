@@ -238,11 +238,8 @@ def state_line(state: dict) -> str:
     ends and their ceiling, and, when the GPU was held below its clocks,
     THROTTLED with the cause."""
     b, a = state["before"], state["after"]
-    s = f"GPU: SM {b['sm_clock_mhz']}->{a['sm_clock_mhz']} MHz of {a['max_sm_clock_mhz']}"
-    during = state.get("sm_clock_during")
-    if during:
-        s += f" (during: {during['min']}-{during['max']}, median {during['median']:g})"
-    s += f", memory {a['mem_clock_mhz']} MHz, {a['temperature_c']} C"
+    s = (f"GPU: SM {b['sm_clock_mhz']}->{a['sm_clock_mhz']} MHz of {a['max_sm_clock_mhz']}, "
+         f"memory {a['mem_clock_mhz']} MHz, {a['temperature_c']} C")
     if state.get("mean_power_w") is not None:
         s += f", {state['mean_power_w']:.0f} W of {a['power_limit_w']:.0f}"
     if state.get("throttled"):
