@@ -482,3 +482,17 @@ def test_a_condition_may_compare_a_ratio_of_two_facts():
     assert not hooks.decide(rec, f"facts.online_16384_of_copy/facts.safe_16384_of_copy > {ratio + 1e-9}")
     with pytest.raises(hooks.Undecided, match="is 0"):
         hooks.decide(rec, "facts.online_16384_of_copy/0 > 1")
+
+
+def test_prose_and_conditions_read_a_nested_fact_alike():
+    """[[rec:...:facts.a.b]] in prose and facts.a.b in a condition find the
+    same nested fact (one lookup serves both)."""
+    from types import SimpleNamespace
+
+    from cudabook import mkdocs_hooks as hooks
+
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="chapters/x/index.md"))
+    rec = record.load(listings.find("reductions/sum_ladder"))
+    pw = rec.facts()["rel_err"]["pairwise"]
+    assert hooks.field("reductions/sum_ladder", "facts.rel_err.pairwise", page, ".3g") == format(pw, ".3g")
+    assert hooks.decide(rec, f"facts.rel_err.pairwise == {pw!r}")

@@ -397,6 +397,27 @@ def _number(v, spec: str | None, where: str):
     return f"{v:,.0f}" if isinstance(v, float) else f"{v:,}"
 
 
+_MISSING = object()
+
+
+def _fact(facts: dict, path: str):
+    """A fact by its key, or by a dotted path into a nested fact
+    (rel_err.pairwise); _MISSING when the record has neither."""
+    if path in facts:
+        return facts[path]
+    value = facts
+    for key in path.split("."):
+        if not isinstance(value, dict) or key not in value:
+            return _MISSING
+        value = value[key]
+    return value
+
+
+def _benchmark_named(rec: record.Record, name: str):
+    """The record's first benchmark of that name, or None."""
+    return next((b for b in rec.benchmarks if b.name == name), None)
+
+
 def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
     """One value from a listing's record, formatted for prose. `spec` formats
     a number: "%" as a percentage, else a format spec such as ".2f".
@@ -411,9 +432,9 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
     if state != "current":
         _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]] comes from a record that is {state}")
     if name.startswith("facts."):
-        facts = rec.facts()
-        v = _number(facts.get(name[6:]), spec, where)
-        if v is None and name[6:] in facts:            # a format that does not apply
+        found = _fact(rec.facts(), name[6:])
+        v = _number(None if found is _MISSING else found, spec, where)
+        if v is None and found is not _MISSING:         # a format that does not apply
             return "(unknown)"
     elif m := CHECK_FIELD.match(name):
         named = [c for c in rec.checks() if c.name == m.group(1)]
@@ -425,13 +446,13 @@ def field(listing_id: str, name: str, page, spec: str | None = None) -> str:
         if v is None:
             return "(unknown)"
     elif m := BENCH_FIELD.match(name):
-        named = [b for b in rec.benchmarks if b.name == m.group(1)]
-        if not named:
+        b = _benchmark_named(rec, m.group(1))
+        if b is None:
             _problem(f"{page.file.src_uri}: [[rec:{listing_id}:{name}]]: {listing_id}'s record has "
                      f"no benchmark named {m.group(1)!r} (it has: "
                      f"{', '.join(repr(b.name) for b in rec.benchmarks)})")
             return "(unknown)"
-        values = _values(rec, named[0])
+        values = _values(rec, b)
         v = values.get(m.group(2), KeyError)
     else:
         values = _values(rec)
@@ -683,18 +704,15 @@ def _operand(rec: record.Record, text: str):
     except ValueError:
         pass
     if text.startswith("facts."):
-        value = rec.facts()
-        for key in text[6:].split("."):              # facts.rel_err.pairwise: into a nested fact
-            if not isinstance(value, dict) or key not in value:
-                raise Undecided(f"{rec.listing}'s record has no fact {text[6:]!r}")
-            value = value[key]
+        value = _fact(rec.facts(), text[6:])          # facts.rel_err.pairwise: into a nested fact
+        if value is _MISSING:
+            raise Undecided(f"{rec.listing}'s record has no fact {text[6:]!r}")
         return value
     m = BENCH_FIELD.match(text)
     if m:
-        named = [b for b in rec.benchmarks if b.name == m.group(1)]
-        if not named:
+        b = _benchmark_named(rec, m.group(1))
+        if b is None:
             raise Undecided(f"{rec.listing}'s record has no benchmark named {m.group(1)!r}")
-        b = named[0]
         figure = m.group(2)
         if figure == "fraction":
             return b.fraction_of_ceiling
