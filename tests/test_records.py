@@ -484,6 +484,22 @@ def test_a_condition_may_compare_a_ratio_of_two_facts():
         hooks.decide(rec, "facts.online_16384_of_copy/0 > 1")
 
 
+def test_a_condition_may_compare_two_benchmarks_of_one_run():
+    """bench[a].fraction/bench[b].fraction is the ratio of two rungs' rates
+    (the same bytes, the same run's copy); a '/' inside a name is the name's."""
+    from cudabook import mkdocs_hooks as hooks
+
+    rec = record.load(listings.find("reductions/sum_ladder"))
+    bs = {b.name: b for b in rec.benchmarks}
+    ratio = bs["sum_vectorized"].fraction_of_ceiling / bs["sum_tree"].fraction_of_ceiling
+    cond = "bench[sum_vectorized].fraction/bench[sum_tree].fraction"
+    assert hooks.decide(rec, f"{cond} > {ratio - 1e-9}")
+    assert not hooks.decide(rec, f"{cond} > {ratio + 1e-9}")
+    assert hooks._ratio_slash("bench[a/b].fraction/facts.x") == len("bench[a/b].fraction")
+    with pytest.raises(hooks.Undecided, match="no benchmark named 'a/b'"):
+        hooks.decide(rec, "bench[a/b].fraction > 1")
+
+
 def test_prose_and_conditions_read_a_nested_fact_alike():
     """[[rec:...:facts.a.b]] in prose and facts.a.b in a condition find the
     same nested fact (one lookup serves both)."""

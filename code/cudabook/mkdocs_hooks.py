@@ -687,11 +687,23 @@ class Undecided(ValueError):
     """A condition the record cannot decide."""
 
 
+def _ratio_slash(text: str) -> int | None:
+    """Where the '/' of a ratio a/b is: the first outside square brackets."""
+    depth = 0
+    for i, c in enumerate(text):
+        depth += (c == "[") - (c == "]")
+        if c == "/" and depth == 0:
+            return i
+    return None
+
+
 def _operand(rec: record.Record, text: str):
     """A number, or a field's value: facts.<key>, or bench[<name>].<figure>;
-    or the ratio of two of these, written a/b (no spaces)."""
-    if "/" in text and not text.startswith("bench["):
-        top, _, bottom = text.partition("/")
+    or the ratio of two of these, written a/b (no spaces; a '/' inside a
+    benchmark's [name] is part of the name)."""
+    cut = _ratio_slash(text)
+    if cut is not None:
+        top, bottom = text[:cut], text[cut + 1:]
         a, b = _operand(rec, top), _operand(rec, bottom)
         for side, v in ((top, a), (bottom, b)):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
