@@ -95,6 +95,45 @@ def occupancy_chart(chapter: str) -> bytes | None:
     return plots.svg(fig)
 
 
+def loaded_latency(row: dict) -> float:
+    """Little's law read backwards for one configuration of the sweep: the
+    bytes its loads keep in flight on the whole GPU over the rate they are
+    read at (half the GB/s, which counts each element read and written),
+    in nanoseconds: how long a load took, on average, under that load."""
+    sm_count = row["grid"] / row["blocks_per_sm"]       # one full wave
+    return row["bytes_in_flight_per_sm"] * sm_count / (row["gbs"] / 2)   # bytes / (GB/s) = ns
+
+
+def latency_chart(chapter: str) -> bytes | None:
+    """The latency each configuration's loads saw, from Little's law,
+    against resident warps per SM, one marker per block size."""
+    found = plots.find_facts(chapter, "table", "occupancy_sweep")
+    if found is None or not all("gbs" in r and "bytes_in_flight_per_sm" in r for r in found[2]["table"]):
+        return plots.pending(chapter, "occupancy_sweep")
+    lst, rec, f = found
+    plt = plots.pyplot()
+    rows = f["table"]
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    markers = "osD^v<>"
+    for i, block in enumerate(sorted({r["block"] for r in rows})):
+        pts = sorted((r for r in rows if r["block"] == block), key=lambda r: r["warps_per_sm"])
+        ax.plot([r["warps_per_sm"] for r in pts], [loaded_latency(r) for r in pts], markers[i % len(markers)],
+                color=plots.COLOURS[i % len(plots.COLOURS)], markersize=7, label=f"{block} threads")
+    for r in (min(rows, key=lambda r: r["warps_per_sm"]), max(rows, key=lambda r: r["warps_per_sm"])):
+        ax.annotate(f"{loaded_latency(r):,.0f} ns", (r["warps_per_sm"], loaded_latency(r)),
+                    textcoords="offset points", xytext=(8, -18), fontsize=11)
+    ax.set_xlim(0, 70)
+    ax.set_xticks([0, 8, 16, 24, 32, 40, 48, 56, 64])
+    ax.set_xlabel("resident warps per SM (64 = 100% occupancy)")
+    ax.set_ylabel("latency of a load, ns\n(bytes in flight ÷ bytes read per ns)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right", ncols=2)
+    ax.set_title(plots.title(lst, rec, "loads' latency under load, by Little's law"))
+    fig.tight_layout()
+    return plots.svg(fig)
+
+
 def block_rate_chart(chapter: str) -> bytes | None:
     """Time of the one-element-per-thread kernel against block size, beside
     its two floors, the empty grid's time and the memory's, and a third:
@@ -132,4 +171,4 @@ def block_rate_chart(chapter: str) -> bytes | None:
 
 
 CHARTS = {"waves.svg": waves_chart, "tail.svg": tail_chart, "occupancy.svg": occupancy_chart,
-          "block-rate.svg": block_rate_chart}
+          "latency.svg": latency_chart, "block-rate.svg": block_rate_chart}
