@@ -64,12 +64,13 @@ def tail_chart(chapter: str) -> bytes | None:
     return _placement_chart(chapter, "ex1_tail_effect")
 
 
-def occupancy_chart(chapter: str) -> bytes | None:
-    """Achieved GB/s against resident warps per SM, one point per launch
-    configuration (every block resident: one full wave), one marker per
-    block size."""
+def _sweep_chart(chapter: str, needs: tuple, value, ylabel: str, what: str, xmax: float, extra=None):
+    """One point per configuration of the occupancy sweep (every block
+    resident: one full wave), value(row) against resident warps per SM, one
+    marker per block size; extra(ax, rows, rec) adds what a chart needs
+    besides. Pending until the record's table has every key in `needs`."""
     found = plots.find_facts(chapter, "table", "occupancy_sweep")
-    if found is None or not all("gbs" in r for r in found[2]["table"]):
+    if found is None or not all(all(k in r for k in needs) for r in found[2]["table"]):
         return plots.pending(chapter, "occupancy_sweep")
     lst, rec, f = found
     plt = plots.pyplot()
@@ -78,21 +79,31 @@ def occupancy_chart(chapter: str) -> bytes | None:
     markers = "osD^v<>"
     for i, block in enumerate(sorted({r["block"] for r in rows})):
         pts = sorted((r for r in rows if r["block"] == block), key=lambda r: r["warps_per_sm"])
-        ax.plot([r["warps_per_sm"] for r in pts], [r["gbs"] for r in pts], markers[i % len(markers)],
+        ax.plot([r["warps_per_sm"] for r in pts], [value(r) for r in pts], markers[i % len(markers)],
                 color=plots.COLOURS[i % len(plots.COLOURS)], markersize=7, label=f"{block} threads")
-    if rec.benchmarks:
-        ceiling = rec.benchmarks[0].ceiling_bytes_per_s / 1e9
-        ax.axhline(ceiling, color="#c62828", linestyle="--", linewidth=1.2, label=f"copy ({ceiling:,.0f} GB/s)")
-    ax.set_xlim(0, 66)
+    if extra is not None:
+        extra(ax, rows, rec)
+    ax.set_xlim(0, xmax)
     ax.set_xticks([0, 8, 16, 24, 32, 40, 48, 56, 64])
     ax.set_xlabel("resident warps per SM (64 = 100% occupancy)")
-    ax.set_ylabel("GB/s")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", ncols=2)
-    ax.set_title(plots.title(lst, rec, "y = a·x + b, one wave"))
+    ax.set_title(plots.title(lst, rec, what))
     fig.tight_layout()
     return plots.svg(fig)
+
+
+def occupancy_chart(chapter: str) -> bytes | None:
+    """Achieved GB/s against resident warps per SM, with the copy of the run."""
+    def copy_line(ax, rows, rec):
+        if rec.benchmarks:
+            ceiling = rec.benchmarks[0].ceiling_bytes_per_s / 1e9
+            ax.axhline(ceiling, color="#c62828", linestyle="--", linewidth=1.2,
+                       label=f"copy ({ceiling:,.0f} GB/s)")
+
+    return _sweep_chart(chapter, ("gbs",), lambda r: r["gbs"], "GB/s", "y = a·x + b, one wave", 66, copy_line)
 
 
 def loaded_latency(row: dict) -> float:
@@ -106,32 +117,15 @@ def loaded_latency(row: dict) -> float:
 
 def latency_chart(chapter: str) -> bytes | None:
     """The latency each configuration's loads saw, from Little's law,
-    against resident warps per SM, one marker per block size."""
-    found = plots.find_facts(chapter, "table", "occupancy_sweep")
-    if found is None or not all("gbs" in r and "bytes_in_flight_per_sm" in r for r in found[2]["table"]):
-        return plots.pending(chapter, "occupancy_sweep")
-    lst, rec, f = found
-    plt = plots.pyplot()
-    rows = f["table"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    markers = "osD^v<>"
-    for i, block in enumerate(sorted({r["block"] for r in rows})):
-        pts = sorted((r for r in rows if r["block"] == block), key=lambda r: r["warps_per_sm"])
-        ax.plot([r["warps_per_sm"] for r in pts], [loaded_latency(r) for r in pts], markers[i % len(markers)],
-                color=plots.COLOURS[i % len(plots.COLOURS)], markersize=7, label=f"{block} threads")
-    for r in (min(rows, key=lambda r: r["warps_per_sm"]), max(rows, key=lambda r: r["warps_per_sm"])):
-        ax.annotate(f"{loaded_latency(r):,.0f} ns", (r["warps_per_sm"], loaded_latency(r)),
-                    textcoords="offset points", xytext=(8, -18), fontsize=11)
-    ax.set_xlim(0, 70)
-    ax.set_xticks([0, 8, 16, 24, 32, 40, 48, 56, 64])
-    ax.set_xlabel("resident warps per SM (64 = 100% occupancy)")
-    ax.set_ylabel("latency of a load, ns\n(bytes in flight ÷ bytes read per ns)")
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right", ncols=2)
-    ax.set_title(plots.title(lst, rec, "loads' latency under load, by Little's law"))
-    fig.tight_layout()
-    return plots.svg(fig)
+    against resident warps per SM, the fewest and the most warps labelled."""
+    def label_ends(ax, rows, rec):
+        for r in (min(rows, key=lambda r: r["warps_per_sm"]), max(rows, key=lambda r: r["warps_per_sm"])):
+            ax.annotate(f"{loaded_latency(r):,.0f} ns", (r["warps_per_sm"], loaded_latency(r)),
+                        textcoords="offset points", xytext=(8, -18), fontsize=11)
+
+    return _sweep_chart(chapter, ("gbs", "bytes_in_flight_per_sm"), loaded_latency,
+                        "latency of a load, ns\n(bytes in flight ÷ bytes read per ns)",
+                        "loads' latency under load, by Little's law", 70, label_ends)
 
 
 def block_rate_chart(chapter: str) -> bytes | None:
