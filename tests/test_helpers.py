@@ -306,6 +306,32 @@ def test_finish_exit_code_and_json(tmp_path):
     assert cli.finish() == 1, "a listing that checks nothing fails"
 
 
+def test_the_report_keeps_each_kernels_resources(tmp_path):
+    """Each kernel looked up through cb.compile's module has its registers,
+    local bytes (spills land there) and shared bytes in the run's facts;
+    a new run starts with none."""
+    from types import SimpleNamespace
+
+    from cudabook.compile import Module
+
+    kernel = SimpleNamespace(num_regs=40, local_size_bytes=8, shared_size_bytes=4096)
+    inner = SimpleNamespace(get_function=lambda name: kernel, get_global=lambda name: ("ptr", 4))
+    out = tmp_path / "r.json"
+    cli.parse_args(["--json", str(out)], "doc", n=4)
+    module = Module(inner)
+    assert module.get_function("saxpy") is kernel and module.get_global("g") == ("ptr", 4)
+    cli.report_facts(mine=1)
+    cli.report_check(cb.compare("x", np.ones(4, np.float32), np.ones(4)))
+    assert cli.finish() == 0
+    facts = json.loads(out.read_text())["facts"]
+    assert facts == {"mine": 1, "kernel_resources": {
+        "saxpy": {"registers": 40, "local_bytes": 8, "shared_bytes": 4096}}}
+    cli.parse_args(["--json", str(out)], "doc", n=4)
+    cli.report_check(cb.compare("x", np.ones(4, np.float32), np.ones(4)))
+    cli.finish()
+    assert "kernel_resources" not in json.loads(out.read_text())["facts"]
+
+
 def test_run_turns_unavailable_into_skip(capsys):
     def main():
         raise cb.Unavailable("no NVIDIA GPU found")
@@ -762,3 +788,17 @@ def test_every_environment_variable_is_in_contributing():
     named = set(re.findall(r"^\| `(CUDABOOK_[A-Z0-9_]+|REQUIRE_GPU)=", table, re.M))
     assert read == named, (f"read but not in CONTRIBUTING's table: {sorted(read - named)}; "
                            f"in the table but read nowhere: {sorted(named - read)}")
+
+
+def test_host_cpu_details_count_cores_not_hyperthreads():
+    """Two logical CPUs on one core count as one physical core; the widest
+    vector extension is named; a cpuinfo without core ids gives None, not 0."""
+    from cudabook.gpu import host_cpu_details
+
+    two_threads_one_core = ("processor: 0\nphysical id: 0\ncore id: 0\nflags: sse2 avx avx2\n\n"
+                            "processor: 1\nphysical id: 0\ncore id: 0\nflags: sse2 avx avx2\n\n"
+                            "processor: 2\nphysical id: 1\ncore id: 0\nflags: sse2 avx avx2\n")
+    d = host_cpu_details(two_threads_one_core)
+    assert d["host_physical_cores"] == 2 and d["host_simd"] == "AVX2"
+    assert host_cpu_details("processor: 0\nflags: avx512f avx2\n")["host_physical_cores"] is None
+    assert host_cpu_details("processor: 0\nFeatures: fp asimd\n")["host_simd"] == "NEON"

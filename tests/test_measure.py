@@ -335,3 +335,39 @@ def test_rates_print_in_their_unit():
     assert rate_text(4.38e12, "bytes") == "4.38 TB/s" and rate_text(5.5e10, "bytes") == "55 GB/s"
     assert rate_text(6.12e14, "flops") == "612 TFLOP/s" and rate_text(4.13e13, "flops") == "41.3 TFLOP/s"
     assert rate_text(8.2e11, "flops") == "820 GFLOP/s"
+
+
+def test_the_sm_clock_is_sampled_while_the_work_runs(nvml, monkeypatch):
+    """around() reads the SM clock from a second thread while the work
+    runs; the span gives its lowest, median and highest, the summary line
+    shows them, and the record's checker recomputes them from the samples."""
+    import time
+
+    from cudabook import record
+
+    fake = nvml()
+    clocks = iter([1980, 1755, 1980, 1890] + [1980] * 1000)
+    monkeypatch.setattr(fake, "nvmlDeviceGetClockInfo",
+                        lambda h, which: next(clocks) if which == fake.NVML_CLOCK_SM else 3201)
+    _, span = gpu_state.around(lambda: time.sleep(0.15), sample_ms=10)
+    assert len(span.sm_clock_samples) >= 3
+    d = span.sm_clock_during
+    assert d["min"] <= d["median"] <= d["max"] and d["samples"] == len(span.sm_clock_samples)
+    assert "during" in span.summary()
+    state = span.as_dict()
+    assert record._state_problems(state, "s") == []
+    state["sm_clock_during"] = dict(state["sm_clock_during"], min=1980)      # hide the dip
+    assert any("sm_clock_during" in p for p in record._state_problems(state, "s"))
+
+
+def test_speed_against_prefers_the_entrys_own_rounds():
+    """An alternated entry's ratio is its rounds' median; one that was not
+    alternated is set against the pooled library time of the same run."""
+    from types import SimpleNamespace as NS
+
+    from cudabook.evidence import speed_against
+
+    pooled = NS(timing=NS(median_ms=2.0), ratio=0.5)
+    assert speed_against(NS(baseline=NS(ratio=0.9), timing=NS(median_ms=4.0)), pooled) == 0.9
+    assert speed_against(NS(baseline=None, timing=NS(median_ms=4.0)), pooled) == 0.5
+    assert speed_against(NS(baseline=None, timing=NS(median_ms=4.0)), None) is None

@@ -6,6 +6,7 @@ from cudabook import plots
 DTYPES = {"f32": "float32", "bf16": "bf16"}
 #: Bars of each panel: (facts key with {dt}, label, colour index or None for PyTorch).
 SOFTMAX = (("safe_{dt}", "softmax_safe (3 reads)", 1), ("online_{dt}", "softmax_online (2 reads)", 2),
+           ("online_chunk_{dt}", "softmax_online_chunk (2 reads)", 4),
            ("block_{dt}", "softmax_block (1 read)", 0), ("torch_{dt}", "torch.softmax", None))
 LAYERNORM = (("welford_{dt}", "book's, Welford", 3), ("fwd_{dt}", "book's, two-pass", 0),
              ("torch_fwd_{dt}", "F.layer_norm", None))
@@ -37,9 +38,9 @@ def kernels_chart(chapter: str) -> bytes | None:
     ln = plots.find_facts(chapter, "fwd_f32_of_copy", "layernorm")
     if sm is None or ln is None:
         return plots.pending(chapter, "softmax" if sm is None else "layernorm")
-    (lst, rec, f), (_, lrec, g) = sm, ln
+    (_, rec, f), (_, lrec, g) = sm, ln
     plt = plots.pyplot()
-    fig, axes = plt.subplots(2, 1, figsize=(7.5, 8.2), gridspec_kw={"height_ratios": [8, 6]})
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 9.0), gridspec_kw={"height_ratios": [10, 6]})
     _panel(axes[0], f, SOFTMAX, f"softmax: {rec.gpu}, {rec.date[:10]}")
     _panel(axes[1], g, LAYERNORM, f"LayerNorm forward: {lrec.gpu}, {lrec.date[:10]}")
     for ax in axes:

@@ -15,10 +15,19 @@ Checks: both against float64 attention, element by element, causal and
         |O - ref| <= k u (|ref| + P|V|), k = S + 18 + 2 D smax.
 Bench:  B = 8, H = 16, S = 4096, D = 64 and 128, and D = 128 causal: ms,
         TFLOP/s (_ref.flops) and the bytes of S x S matrices each way
-        writes, against, in the same run on the same data, the same three
-        steps in PyTorch (torch.softmax(Q K^T * scale) V, batched matmuls
-        with TF32 off) and F.scaled_dot_product_attention (SDPA) in
-        float32, as PyTorch dispatches it.
+        writes, each a typed entry (cudabook.evidence) against the FP32
+        FMA peak (chapter 10's FMA chains, timed in this run), on the same
+        data in the same run as PyTorch. flash_fp32 is timed in
+        alternation (five ABBA rounds; the ratio is their median) with
+        F.scaled_dot_product_attention (SDPA) in float32 with its
+        memory-efficient backend, the one PyTorch picks for float32 (its
+        flash and cuDNN backends take 16-bit inputs only), labelled for
+        what it is: CUTLASS's fast-float32 products, 3xTF32 on the tensor
+        cores. On their own: the same three steps in PyTorch
+        (torch.softmax(Q K^T * scale) V, batched matmuls) and SDPA's math
+        backend, both with TF32 off (torch.backends.cuda.matmul.
+        fp32_precision = "ieee"), the pure-FP32 references. Each entry
+        names the kernels the profiler saw.
 """
 
 import math
@@ -30,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook import evidence  # noqa: E402
 from attention import _ref  # noqa: E402
 from softmax_norm import softmax  # noqa: E402
 
@@ -44,6 +54,14 @@ SHAPES = [(1, 1, 1, 64, 1), (1, 1, 1, 128, 1), (2, 3, 77, 64, 1), (1, 2, 130, 12
           (2, 2, 257, 64, 16), (1, 1, 1000, 128, 1), (1, 3, 64, 64, 1)]
 SANITIZER_SHAPES = [(1, 1, 1, 64, 1), (1, 2, 70, 64, 1), (1, 1, 130, 128, 1)]
 BENCH_SHAPES = [(8, 16, 4096, 64, False), (8, 16, 4096, 128, False), (8, 16, 4096, 128, True)]
+FMA_PEAK = "FP32 FMA peak (chapter 10's FMA chains, this run)"
+#: ABBA rounds of flash_fp32 and SDPA: the fewest a ratio's spread takes
+#: (each side runs tens of ms a call, and each block at least five calls).
+ROUNDS = 5
+#: PyTorch's float32 attention, timed beside ours: key of the facts, name.
+TORCH_WAYS = {"sdpa": "SDPA memory-efficient backend (3xTF32 on tensor cores)",
+              "torch": "PyTorch three ops, TF32 off",
+              "sdpa_math": "SDPA math backend, TF32 off"}
 
 
 def flash_shared_bytes(d: int) -> int:
@@ -148,11 +166,15 @@ def check(kernels, prob: Problem, causal: bool, torch=None) -> None:
                                    prob.o.get(), ref, k=k, scale=mag))
 
 
-def torch_times(torch, prob: Problem, causal: bool, ws: int, budget_ms: float) -> dict:
-    """The three steps in PyTorch, and SDPA, in float32 with TF32 off: ms."""
+def torch_calls(torch, prob: Problem, causal: bool) -> dict:
+    """PyTorch's float32 attention on the same data, with TF32 off, as
+    calls (TORCH_WAYS' keys): SDPA forced to its memory-efficient backend
+    (what it picks for float32), the three steps as PyTorch operations,
+    and SDPA's math backend."""
     import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.fp32_precision = "ieee"   # cuBLAS in FP32, as ours
     q, k, v = (torch.from_numpy(x).cuda() for x in (prob.q, prob.k, prob.v))
     s, d = q.shape[2], q.shape[3]
     mask = torch.triu(torch.ones(s, s, dtype=torch.bool, device="cuda"), 1) if causal else None
@@ -163,31 +185,47 @@ def torch_times(torch, prob: Problem, causal: bool, ws: int, budget_ms: float) -
             sc = sc.masked_fill(mask, -math.inf)
         return torch.softmax(sc, dim=-1) @ v
 
-    return {"torch": cb.bench(eager, working_set_bytes=ws, budget_ms=budget_ms).median_ms,
-            "sdpa": cb.bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                             working_set_bytes=ws, budget_ms=budget_ms).median_ms}
+    def sdpa(backend):
+        def call():
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return call
+
+    return {"sdpa": sdpa(SDPBackend.EFFICIENT_ATTENTION), "torch": eager,
+            "sdpa_math": sdpa(SDPBackend.MATH)}
 
 
-def bench_shape(kernels, b, h, s, d, causal, seed, budget_ms) -> dict:
+def bench_shape(kernels, b, h, s, d, causal, seed, budget_ms, peak: float) -> dict:
     q, k, v = _ref.random_qkv(b, h, s, d, 1, np.random.default_rng(seed), bf16=False)
     prob = Problem(q, k, v)
     torch = cb.torch_cuda()
     check(kernels, prob, causal, torch)
-    work = _ref.flops(b, h, s, d, causal)
+    work = int(_ref.flops(b, h, s, d, causal))
     ws = 4 * q.nbytes
     tag = f"s{s}_d{d}{'_causal' if causal else ''}"
-    times = {}
+    label = f"B={b} H={h} S={s} D={d}{' causal' if causal else ''}"
+    square = b * h * s * s * 4
+    print(f"{label}: {work / 1e9:,.1f} GFLOP; one S x S float32 matrix a head: {square / 1e9:.2f} GB in all")
+    fma = (FMA_PEAK, peak)
+    calls = torch_calls(torch, prob, causal) if torch is not None else {}
+    entries = {}
     for way in WAYS:
         extra = 2 * prob.work[0].nbytes if way == "three_kernel" else 0
-        times[way] = cb.bench(lambda way=way: prob.run(kernels, way, causal),
-                              working_set_bytes=ws + extra, budget_ms=budget_ms).median_ms
-    if torch is not None:
-        times.update(torch_times(torch, prob, causal, ws, budget_ms))
-    square = b * h * s * s * 4
-    print(f"B={b} H={h} S={s} D={d}{' causal' if causal else ''}: {work / 1e9:,.1f} GFLOP; "
-          f"one S x S float32 matrix a head: {square / 1e9:.2f} GB in all")
-    written = {"three_kernel": 2 * square, "flash_fp32": 0, "torch": 2 * square, "sdpa": None}
+        base = ((TORCH_WAYS["sdpa"], calls["sdpa"]) if way == "flash_fp32" and calls else None)
+        entries[way] = evidence.benchmark(f"{way} {label}", lambda way=way: prob.run(kernels, way, causal),
+                                          flops=work, working_set_bytes=ws + extra, ceiling=fma,
+                                          baseline=base, rounds=ROUNDS)
+    times = {way: m.timing.median_ms for way, m in entries.items()}
+    if calls:
+        times["sdpa"] = entries["flash_fp32"].baseline.timing.median_ms
+        for way in ("torch", "sdpa_math"):
+            m = evidence.benchmark(f"{TORCH_WAYS[way]} {label}", calls[way], flops=work,
+                                   working_set_bytes=ws, ceiling=fma)
+            times[way] = m.timing.median_ms
+    written = {"three_kernel": 2 * square, "flash_fp32": 0, "torch": 2 * square, "sdpa": None,
+               "sdpa_math": None}
     facts = {f"square_{tag}_gb": square / 1e9}
+    print(f"{label}, the entries above in one table:")
     for way, ms in times.items():
         rate = work / (ms * 1e-3) / 1e12
         w = written[way]
@@ -196,11 +234,12 @@ def bench_shape(kernels, b, h, s, d, causal, seed, budget_ms) -> dict:
         facts[f"{way}_{tag}_ms"] = ms
         facts[f"{way}_{tag}_tflops"] = rate
     facts[f"fused_over_three_{tag}"] = times["three_kernel"] / times["flash_fp32"]
-    if "torch" in times:
+    if calls:
         facts[f"flash_fp32_over_torch_{tag}"] = times["torch"] / times["flash_fp32"]
-        facts[f"flash_fp32_over_sdpa_{tag}"] = times["sdpa"] / times["flash_fp32"]
-        print("  torch: torch.softmax(Q @ K^T * scale) @ V, float32, TF32 off; "
-              "sdpa: F.scaled_dot_product_attention, float32")
+        facts[f"flash_fp32_over_sdpa_{tag}"] = entries["flash_fp32"].baseline.ratio   # the rounds' median
+        facts[f"flash_fp32_over_sdpa_math_{tag}"] = times["sdpa_math"] / times["flash_fp32"]
+        facts[f"sdpa_over_sdpa_math_{tag}"] = times["sdpa_math"] / times["sdpa"]
+        print("  " + "; ".join(f"{way}: {name}" for way, name in TORCH_WAYS.items()))
     return facts
 
 
@@ -214,10 +253,14 @@ def main(argv=None) -> int:
         for causal in (False, True):
             check(kernels, prob, causal)
     if args.bench:
+        from roofline.intensity_sweep import fp32_roof
+
         print(f"{gpu.name}: {gpu.sm_count} SMs")
-        facts = {}
+        peak = fp32_roof(gpu)
+        print(f"{FMA_PEAK}: {peak / 1e12:.1f} TFLOP/s")
+        facts = {"fma_peak_tflops": peak / 1e12}
         for b, h, s, d, causal in BENCH_SHAPES:
-            facts.update(bench_shape(kernels, b, h, s, d, causal, args.seed, args.budget_ms))
+            facts.update(bench_shape(kernels, b, h, s, d, causal, args.seed, args.budget_ms, peak))
         cb.report_facts(**facts)
     return cb.finish()
 

@@ -1,9 +1,10 @@
 """Solution to exercise 1: what __restrict__ and __ldg change in a read.
 
 read_staircase's read_sum declares its buffer `const uint4* __restrict__`,
-a promise that nothing the kernel writes overlaps it. read_plain drops the
-promise; read_ldg drops it too but loads with __ldg; read_rolled keeps it
-but forbids unrolling its loop. The listing asks nvcc for the PTX of each
+a promise that nothing the kernel writes overlaps it. read_promise is
+read_sum with its plain loop (one load a trip, unrolled by the compiler,
+not by hand); read_plain drops the promise; read_ldg drops it too but
+loads with __ldg; read_rolled keeps it but forbids unrolling its loop. The listing asks nvcc for the PTX of each
 kernel and prints its loads: ld.global.nc, the read-only (non-coherent)
 path, appears only where the promise or __ldg allows it. (Under --bench,
 where cuobjdump is installed, it prints the machine instructions too.)
@@ -12,12 +13,14 @@ and on one that must come from HBM, and pointer_chase's chain with and
 without the promise.
 
 Run:    python code/caches/ex1_read_only.py [--seed S] [--bench]
-Checks: every kernel's total equals passes x the buffer's sum modulo 2^32,
+Checks: every kernel's per-warp partials add up to passes x the buffer's
+        sum modulo 2^32 (every warp's partial written),
         and every chain ends where the host's does (exact); each kernel's
         PTX loads are ld.global.nc exactly where __restrict__ or __ldg
         allow it.
 Bench:  GB/s of the four read kernels at 24 MiB and 512 MiB (2 GiB read per
-        measurement, as in read_staircase), and cycles per dependent load of
+        measurement, as in read_staircase), each as a share of read_promise's,
+        and cycles per dependent load of
         chase and chase_plain at 16 KiB (L1) and 4 MiB (L2).
 """
 
@@ -40,7 +43,7 @@ from cudabook.compile import NVCC_FLAGS, nvcc_command  # noqa: E402
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 # Each kernel, the file it lives in, what it promises, and the load the promise allows.
 READS = {"read_plain": (KERNEL_FILE, "none", "ld.global"),
-         "read_sum": (rs.KERNEL_FILE, "__restrict__", "ld.global.nc"),
+         "read_promise": (KERNEL_FILE, "__restrict__", "ld.global.nc"),
          "read_ldg": (KERNEL_FILE, "__ldg", "ld.global.nc"),
          "read_rolled": (KERNEL_FILE, "__restrict__", "ld.global.nc")}
 CHASES = {"chase_plain": (KERNEL_FILE, "none", "ld.global"),
@@ -52,8 +55,7 @@ CHAINS = {"l1": 16 << 10, "l2": 4 << 20}            # pointer_chase's L1 and L2 
 
 def load_kernels() -> tuple[dict, dict]:
     module = cb.compile(KERNEL_FILE)
-    reads = {name: (rs.load_kernels()["read_sum"] if name == "read_sum" else
-                    module.get_function(name).prepare("PqiP")) for name in READS}
+    reads = {name: module.get_function(name).prepare("PqiP") for name in READS}
     chases = {"chase_plain": module.get_function("chase_plain").prepare("PIiiPPP"), "chase": pc.load_kernel()}
     return reads, chases
 
@@ -115,9 +117,10 @@ def read_check(kernels: dict, nbytes: int, passes: int, seed: int, sm_count: int
     want = (passes * int(host.sum(dtype=np.uint64))) % 2**32
     x = gpuarray.to_gpu(host)
     for name, kernel in kernels.items():
-        total = gpuarray.zeros(1, np.uint32)
-        rs.read_sum(kernel, x, passes, total, sm_count)
-        got = int(total.get()[0])
+        partials = gpuarray.empty(8 * sm_count * rs.BLOCK // 32, np.uint32)
+        cb.poison(partials)                                     # a warp that writes nothing shows
+        rs.read_sum(kernel, x, passes, partials, sm_count)
+        got = rs.total(partials, x.size // 4, sm_count)
         cb.report_check(cb.expect(f"{name}: {nbytes:,} bytes x {passes}", got == want, f"GPU {got}, host {want}"))
 
 
@@ -151,14 +154,14 @@ def main(argv=None) -> int:
         cb.gpu_alone()                                          # the chains time themselves
         for where, nbytes in BUFFERS.items():
             x = gpuarray.to_gpu(np.random.default_rng(args.seed).integers(0, 2**32, nbytes // 4, dtype=np.uint32))
-            total = gpuarray.zeros(1, np.uint32)
+            partials = gpuarray.empty(8 * gpu.sm_count * rs.BLOCK // 32, np.uint32)
             passes = max(1, rs.READ_PER_POINT // nbytes)
             for name, kernel in reads.items():
-                t = cb.bench(lambda k=kernel, x=x, p=passes, tot=total: rs.read_sum(k, x, p, tot, gpu.sm_count),
+                t = cb.bench(lambda k=kernel, x=x, p=passes: rs.read_sum(k, x, p, partials, gpu.sm_count),
                              working_set_bytes=passes * nbytes)
                 facts[f"{where}_{name}_gbs"] = passes * nbytes / (t.median_ms * 1e6)
             for name in reads:
-                facts[f"{where}_{name}_share"] = facts[f"{where}_{name}_gbs"] / facts[f"{where}_read_sum_gbs"]
+                facts[f"{where}_{name}_share"] = facts[f"{where}_{name}_gbs"] / facts[f"{where}_read_promise_gbs"]
             del x
         for where, nbytes in CHAINS.items():
             for name, kernel in chases.items():                 # the same chain for both

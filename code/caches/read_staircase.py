@@ -8,9 +8,10 @@ on every pass. Sweeping the buffer's size draws the staircase, twice:
 read_sum may use the SMs' L1 caches, read_sum_l2 (__ldcg) only the L2.
 
 Run:    python code/caches/read_staircase.py [--seed S] [--bench]
-Checks: for both kernels, the total equals passes x the sum of the
-        buffer's uint32 values, modulo 2^32, computed on the host (exact,
-        whatever the order).
+Checks: for both kernels, the total of the warps' partial sums equals
+        passes x the sum of the buffer's uint32 values, modulo 2^32,
+        computed on the host (exact, whatever the order); every warp of the
+        grid wrote its partial (the buffer is poisoned first).
 Bench:  buffers from 1 MiB to 4 GiB, each read for about 2 GB in all, by
         both kernels: GB/s against the device-to-device copy of the run.
 """
@@ -37,17 +38,33 @@ def load_kernels() -> dict:
 
 
 # --8<-- [start:launch]
-def read_sum(kernel, x, passes: int, total, sm_count: int) -> None:
-    """total += sum of x's uint32s, `passes` times, modulo 2^32.
-    x: 1-D uint32 GPUArray, a multiple of 4 long, 16-byte aligned."""
+def grid(n4: int, sm_count: int) -> int:
+    """Blocks for n4 16-byte pieces: one full wave at most (8 blocks an SM)."""
+    return min(8 * sm_count, cb.ceil_div(n4, BLOCK))
+
+
+def read_sum(kernel, x, passes: int, partials, sm_count: int) -> None:
+    """partials[w] = warp w's share of the sum of x's uint32s, read `passes`
+    times, modulo 2^32. x: 1-D uint32 GPUArray, a multiple of 4 long,
+    16-byte aligned; partials: uint32, one per warp of the grid at least."""
     cb.check_array("x", x, dtype=np.uint32, ndim=1, on_device=True, alignment=16)
     if x.size % 4:
         raise ValueError(f"x: size must be a multiple of 4 (16-byte loads), got {x.size:,}")
-    cb.check_array("total", total, dtype=np.uint32, shape=(1,), on_device=True)
     cb.check_size("passes", passes)
     n4 = x.size // 4
-    blocks = min(8 * sm_count, cb.ceil_div(n4, BLOCK))      # one full wave at most
-    kernel.prepared_call((blocks, 1, 1), (BLOCK, 1, 1), x.gpudata, np.int64(n4), np.int32(passes), total.gpudata)
+    blocks = grid(n4, sm_count)
+    cb.check_array("partials", partials, dtype=np.uint32, ndim=1, on_device=True)
+    if partials.size < blocks * BLOCK // 32:
+        raise ValueError(f"partials: expected at least {blocks * BLOCK // 32:,} elements (one per warp), "
+                         f"got {partials.size:,}")
+    kernel.prepared_call((blocks, 1, 1), (BLOCK, 1, 1), x.gpudata, np.int64(n4), np.int32(passes),
+                         partials.gpudata)
+
+
+def total(partials, n4: int, sm_count: int) -> int:
+    """The sum of the grid's per-warp partials, modulo 2^32 (on the host)."""
+    warps = grid(n4, sm_count) * BLOCK // 32
+    return int(partials.get()[:warps].sum(dtype=np.uint64)) % 2**32
 # --8<-- [end:launch]
 
 
@@ -58,9 +75,10 @@ def check(kernels, nbytes: int, passes: int, seed: int, sm_count: int) -> None:
     want = (passes * int(host.sum(dtype=np.uint64))) % 2**32
     x = gpuarray.to_gpu(host)
     for name, kernel in kernels.items():
-        total = gpuarray.zeros(1, np.uint32)
-        read_sum(kernel, x, passes, total, sm_count)
-        got = int(total.get()[0])
+        partials = gpuarray.empty(8 * sm_count * BLOCK // 32, np.uint32)
+        cb.poison(partials)                                 # a warp that writes nothing shows
+        read_sum(kernel, x, passes, partials, sm_count)
+        got = total(partials, x.size // 4, sm_count)
         cb.report_check(cb.expect(f"{name}: {nbytes:,} bytes x {passes}", got == want,
                                   f"GPU {got}, host {want}"))
 
@@ -77,11 +95,11 @@ def main(argv=None) -> int:
         rows = []
         for nbytes in SWEEP:
             x = gpuarray.to_gpu(np.random.default_rng(args.seed).integers(0, 2**32, nbytes // 4, dtype=np.uint32))
-            total = gpuarray.zeros(1, np.uint32)
+            partials = gpuarray.empty(8 * gpu.sm_count * BLOCK // 32, np.uint32)
             passes = max(1, READ_PER_POINT // nbytes)
             row = {"bytes": nbytes, "passes": passes}
             for name, kernel in kernels.items():
-                t = cb.bench(lambda k=kernel, x=x, p=passes, tot=total: read_sum(k, x, p, tot, gpu.sm_count),
+                t = cb.bench(lambda k=kernel, x=x, p=passes: read_sum(k, x, p, partials, gpu.sm_count),
                              working_set_bytes=passes * nbytes)
                 row[f"{name}_ms"], row[f"{name}_gbs"] = t.median_ms, passes * nbytes / (t.median_ms * 1e6)
             rows.append(row)

@@ -23,18 +23,32 @@ Checks: every rung against a float64 NumPy convolution, element by
 Bench:  four layers at batch 32 (BENCH_LAYERS): a 3 x 3 layer with 256
         channels in and out at 56 x 56 (the target's), ResNet-50's 1 x 1
         squeeze and expand at 56 x 56 (256 -> 64, 64 -> 256 channels) and
-        its stem (7 x 7, stride 2, 3 -> 64 channels at 224 x 224): ms, TFLOP/s (2 N P Q K R S C flops) and share of cuDNN
-        (F.conv2d with TF32 off and cudnn.benchmark on, so cuDNN picks its
-        fastest algorithm), timed in the same run on the same data, in both
-        of PyTorch's layouts (NCHW and channels_last); the share is taken
-        of the faster one. Also the share of the FP32 peak (chapter 10's FMA
-        chains, timed in this run), and for im2col its two kernels apart,
-        the first against the time a copy (timed in this run) would take
-        to read X once and write the patch matrix.
-        Target: the best rung >= 50% of cuDNN on the 3 x 3 layer (printed
-        as met or MISSED). The direct rung is timed with the smallest budget.
+        its stem (7 x 7, stride 2, 3 -> 64 channels at 224 x 224). Each
+        rung is one typed entry (cudabook.evidence): ms, TFLOP/s (2 N P Q
+        K R S C flops) and share of the FP32 FMA peak (chapter 10's FMA
+        chains, timed in this run). The baseline is cuDNN through
+        F.conv2d in float32 (torch.backends.cudnn.conv.fp32_precision =
+        "ieee": TF32 off; cudnn.benchmark on with benchmark_limit = 0, so
+        cuDNN times every algorithm it has and keeps the fastest), on the
+        same data, in both of PyTorch's layouts (NCHW and channels_last),
+        each an entry of its own with the kernels the profiler saw; the
+        faster layout is then timed in alternation with the implicit rung
+        (the ladder's best), ABBA rounds, and the share of cuDNN is the
+        median of the rounds' ratios (for the other rungs, their time
+        against cuDNN's pooled time). For im2col, its two kernels apart:
+        the first against the device-to-device copy (timed in this run)
+        as if it only read X once and wrote the patch matrix, the GEMM
+        against the FMA peak. Two more rows, library only, on the tensor
+        cores: cuDNN with TF32 on (fp32_precision = "tf32") in NCHW, and
+        cuDNN in bf16 in channels_last, against chapter 12's tensor-core
+        ceiling (tc_gemm.tensor_core_ceiling: cuBLAS bf16 at 8192^3,
+        timed in this run), each with its ratio to our best rung.
+        Target: the implicit rung >= 50% of cuDNN on the 3 x 3 layer
+        (judged by the entry, against the median ratio). The direct rung
+        is timed with the smallest budget.
 """
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -44,11 +58,15 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
+from cudabook import evidence  # noqa: E402
 from matmul_fp32 import sgemm  # noqa: E402
+from matmul_tc.tc_gemm import tensor_core_ceiling  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 RUNGS = ("direct", "im2col", "implicit")
 SLOW = {"direct"}
+#: The rung timed in alternation with cuDNN, and judged against the target.
+BEST = "implicit"
 #: rung: (threads per block, (output pixels, output channels) per block)
 BLOCKS = {"direct": ((32, 8, 1), (8, 32)),          # threadIdx.x along K, y along pixels
           "implicit": ((256, 1, 1), (128, 128))}    # an 8 x 8 tile of Y per thread
@@ -87,6 +105,9 @@ BENCH_LAYERS = {
 }
 TARGET_LAYER, TARGET = "3x3", 0.50
 BASELINE = "cuDNN fp32 (F.conv2d, TF32 off, cudnn.benchmark on)"
+FMA_PEAK = "FP32 FMA peak (chapter 10's FMA chains, this run)"
+#: The slow rung: a budget of 1 ms (at least 3 repetitions) instead of the run's.
+SLOW_TIMER = functools.partial(cb.bench, warmup_ms=1.0, min_reps=3)
 U = 2.0**-24                        # float32 unit roundoff
 
 
@@ -257,97 +278,159 @@ class Layer:
                                        scale=scale))
 
 
-def cudnn_times(torch, layer: Layer, budget_ms: float, working_set: int) -> dict:
-    """F.conv2d on the same data, in NCHW and in channels_last: ms each."""
+def use_cudnn(torch, fp32_precision: str = "ieee") -> None:
+    """cuDNN as the baseline runs it: "ieee" is FP32 arithmetic, as ours
+    ("tf32": TF32 on the tensor cores); benchmark mode with no limit, so
+    the first call of each shape times every algorithm and keeps the
+    fastest. Only PyTorch's newer precision switches are set: reading the
+    older allow_tf32 after them raises."""
+    torch.backends.cudnn.conv.fp32_precision = fp32_precision
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark_limit = 0
+
+
+def cudnn_call(torch, layer: Layer, fmt: str, dtype=None):
+    """F.conv2d on the layer's data in NCHW (fmt "nchw") or channels_last
+    ("nhwc"), float32 or `dtype`; called once here, so that benchmark mode
+    has chosen its algorithm before anything is timed."""
     import torch.nn.functional as F
 
-    torch.backends.cudnn.allow_tf32 = False        # FP32 arithmetic, as ours
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True          # let cuDNN pick its fastest algorithm
+    mf = torch.channels_last if fmt == "nhwc" else torch.contiguous_format
     x = torch.from_numpy(layer.x).cuda().permute(0, 3, 1, 2).contiguous()      # NCHW
     w = torch.from_numpy(layer.w).cuda().permute(3, 2, 0, 1).contiguous()      # K C R S
-    out = {}
-    for fmt, mf in (("nchw", torch.contiguous_format), ("nhwc", torch.channels_last)):
-        xt, wt = x.contiguous(memory_format=mf), w.contiguous(memory_format=mf)
-        F.conv2d(xt, wt, stride=layer.stride, padding=layer.pad)   # let benchmark mode choose
-        t = cb.bench(lambda xt=xt, wt=wt: F.conv2d(xt, wt, stride=layer.stride, padding=layer.pad),
-                     working_set_bytes=working_set, budget_ms=budget_ms)
-        out[fmt] = t.median_ms
-    return out
+    if dtype is not None:
+        x, w = x.to(dtype), w.to(dtype)
+    x, w = x.contiguous(memory_format=mf), w.contiguous(memory_format=mf)
+
+    def call():
+        return F.conv2d(x, w, stride=layer.stride, padding=layer.pad)
+    call()
+    torch.cuda.synchronize()
+    return call
+
+
+def cudnn_times(torch, layer: Layer, budget_ms: float, working_set: int) -> dict:
+    """F.conv2d on the same data, in NCHW and in channels_last, float32
+    with TF32 off: ms each."""
+    use_cudnn(torch)
+    return {fmt: cb.bench(cudnn_call(torch, layer, fmt), working_set_bytes=working_set,
+                          budget_ms=budget_ms).median_ms for fmt in ("nchw", "nhwc")}
+
+
+def tensor_core_rows(torch, layer: Layer, key: str, working_set: int, tc_roof: tuple[str, float]) -> dict:
+    """cuDNN on the tensor cores, library only: TF32 on in NCHW, and bf16 in
+    channels_last. Entries of their own (no rung of ours does this
+    arithmetic), named by the kernels they ran. tc_roof: (name, FLOP/s),
+    tensor_core_ceiling's."""
+    rows = {}
+    for row, fmt, dtype, precision, ws in (("tf32", "nchw", None, "tf32", working_set),
+                                           ("bf16", "nhwc", torch.bfloat16, "ieee", working_set // 2)):
+        use_cudnn(torch, precision)
+        try:
+            rows[row] = evidence.benchmark(
+                f"cuDNN {row.upper() if row == 'tf32' else row} {fmt.upper()} {key}",
+                cudnn_call(torch, layer, fmt, dtype), flops=layer.flops, working_set_bytes=ws,
+                ceiling=tc_roof)
+        finally:
+            use_cudnn(torch)                        # back to FP32 arithmetic
+    return rows
 
 
 def bench_layer(kernels, key: str, shape: tuple, seed: int, budget_ms: float, peak: float,
-                copy: float) -> dict:
-    """Check, then time, every rung and cuDNN on one layer, and print the
-    table. Returns the facts for the record."""
+                copy: float, tc_roof: tuple[str, float] | None = None) -> dict:
+    """Check, then time, every rung and cuDNN on one layer (typed entries),
+    and print a table of them. Returns the facts for the record."""
     layer = Layer.random(shape, np.random.default_rng(seed))
     layer.check(kernels)
     working_set = 4 * (layer.x.size + layer.w.size + layer.m * layer.k)
     col_bytes = 4 * layer.m * layer.kg
+    fma = (FMA_PEAK, peak)
+    n, h, w, c, k, r, s, stride, pad = shape
+    print(f"{key}: N={n}, {h}x{w}x{c} -> {k} channels, {r}x{s} filter, stride {stride}, "
+          f"pad {pad}: {layer.flops / 1e9:,.1f} GFLOP")
+    torch = cb.torch_cuda()
+    cudnn, calls, facts = {}, {}, {}
+    if torch is not None:
+        use_cudnn(torch)
+        for fmt in ("nchw", "nhwc"):
+            calls[fmt] = cudnn_call(torch, layer, fmt)
+            cudnn[fmt] = evidence.benchmark(f"cuDNN fp32 {fmt.upper()} {key}", calls[fmt],
+                                            flops=layer.flops, working_set_bytes=working_set,
+                                            ceiling=fma)
+            facts[f"cudnn_{fmt}_{key}_ms"] = cudnn[fmt].timing.median_ms
+            facts[f"cudnn_{fmt}_{key}_tflops"] = cudnn[fmt].flops_per_s / 1e12
     rows = {}
     for name in RUNGS:
         def fn(name=name):
             layer.run(kernels, name)
 
-        ws = working_set + (2 * col_bytes if name == "im2col" else 0)
-        if name in SLOW:
-            t = cb.bench(fn, working_set_bytes=ws, budget_ms=1.0, warmup_ms=1.0, min_reps=3)
-        else:
-            t = cb.bench(fn, working_set_bytes=ws, budget_ms=budget_ms)
-        rows[name] = {"ms": t.median_ms, "flops": layer.flops / (t.median_ms * 1e-3)}
-    # where im2col's time goes: its two kernels apart
-    t_col = cb.bench(lambda: im2col(kernels, layer.x_gpu, layer.col_gpu, layer.shape_args),
-                     working_set_bytes=4 * layer.x.size + col_bytes, budget_ms=budget_ms)
-    t_gemm = cb.bench(lambda: sgemm.sgemm(kernels["sgemm"], "sgemm_double_buffer", layer.col_gpu,
-                                          layer.w_gpu.reshape(layer.kg, layer.k),
-                                          layer.y_gpu.reshape(layer.m, layer.k)),
-                      working_set_bytes=working_set + col_bytes, budget_ms=budget_ms)
-    base, torch = None, cb.torch_cuda()
-    facts = {}
-    if torch is not None:
-        cd = cudnn_times(torch, layer, budget_ms, working_set)
-        base = min(cd.values())
-        for fmt, ms in cd.items():
-            facts[f"cudnn_{fmt}_{key}_ms"] = ms
-            facts[f"cudnn_{fmt}_{key}_tflops"] = layer.flops / (ms * 1e-3) / 1e12
-    n, h, w, c, k, r, s, stride, pad = shape
-    print(f"{key}: N={n}, {h}x{w}x{c} -> {k} channels, {r}x{s} filter, stride {stride}, "
-          f"pad {pad}: {layer.flops / 1e9:,.1f} GFLOP")
+        extra = {"budget_ms": 1.0, "timer": SLOW_TIMER} if name in SLOW else {}
+        if name == BEST and cudnn:
+            fmt = min(cudnn, key=lambda f: cudnn[f].timing.median_ms)
+            extra["baseline"] = (f"cuDNN fp32 {fmt.upper()}", calls[fmt])
+            if key == TARGET_LAYER:
+                extra["targets"] = {"baseline": TARGET}
+        rows[name] = evidence.benchmark(
+            f"{name} {key}", fn, flops=layer.flops,
+            working_set_bytes=working_set + (2 * col_bytes if name == "im2col" else 0), ceiling=fma,
+            **extra)
+    # where im2col's time goes: its two kernels apart. The first reads X at
+    # least once and writes Col: against the copy, as if it did only that.
+    least_bytes = 4 * layer.x.size + col_bytes
+    t_col = evidence.benchmark(
+        f"im2col kernel {key}", lambda: im2col(kernels, layer.x_gpu, layer.col_gpu, layer.shape_args),
+        bytes_moved=least_bytes, ceiling=("device-to-device copy", copy))
+    t_gemm = evidence.benchmark(
+        f"im2col's GEMM {key}", lambda: sgemm.sgemm(kernels["sgemm"], "sgemm_double_buffer", layer.col_gpu,
+                                                  layer.w_gpu.reshape(layer.kg, layer.k),
+                                                  layer.y_gpu.reshape(layer.m, layer.k)),
+        flops=layer.flops, working_set_bytes=working_set + col_bytes, ceiling=fma)
+    ours = rows[BEST]
+    base = ours.baseline.timing.median_ms if ours.baseline is not None else None
+    print(f"{key}, the entries above in one table:")
     print(f"{'rung':16s} {'ms':>10s} {'TFLOP/s':>9s} {'% of cuDNN':>11s} {'% of FMA peak':>14s}")
-    for name, row in rows.items():
-        share = f"{100 * base / row['ms']:10.1f}%" if base else f"{'-':>11s}"
-        print(f"{name:16s} {row['ms']:10.3f} {row['flops'] / 1e12:9.2f} {share} "
-              f"{100 * row['flops'] / peak:13.1f}%")
-        facts[f"{name}_{key}_ms"] = row["ms"]
-        facts[f"{name}_{key}_tflops"] = row["flops"] / 1e12
-        facts[f"{name}_{key}_of_peak"] = row["flops"] / peak
-        if base:
-            facts[f"{name}_{key}_of_cudnn"] = base / row["ms"]
+    for name, m in rows.items():
+        ms = m.timing.median_ms
+        of = None
+        if base:                   # the alternated rung: the rounds' median; the rest: against the pooled time
+            of = ours.baseline.ratio if name == BEST else base / ms
+        share = f"{100 * of:10.1f}%" if of is not None else f"{'-':>11s}"
+        print(f"{name:16s} {ms:10.3f} {m.flops_per_s / 1e12:9.2f} {share} "
+              f"{100 * m.fraction_of_ceiling:13.1f}%")
+        facts[f"{name}_{key}_ms"] = ms
+        facts[f"{name}_{key}_tflops"] = m.flops_per_s / 1e12
+        facts[f"{name}_{key}_of_peak"] = m.fraction_of_ceiling
+        if of is not None:
+            facts[f"{name}_{key}_of_cudnn"] = of
     if base:
-        for fmt in ("nchw", "nhwc"):
-            ms = facts[f"cudnn_{fmt}_{key}_ms"]
-            rate = layer.flops / (ms * 1e-3)
-            print(f"{'cuDNN ' + fmt.upper():16s} {ms:10.3f} {rate / 1e12:9.2f} "
-                  f"{100 * base / ms:10.1f}% {100 * rate / peak:13.1f}%")
-        print(f"  cuDNN: {BASELINE}")
+        for fmt, m in cudnn.items():
+            ms = m.timing.median_ms
+            print(f"{'cuDNN ' + fmt.upper():16s} {ms:10.3f} {m.flops_per_s / 1e12:9.2f} "
+                  f"{100 * base / ms:10.1f}% {100 * m.fraction_of_ceiling:13.1f}%")
+        print(f"  cuDNN: {BASELINE}; alternated with {BEST}: {ours.baseline.name}")
         facts[f"cudnn_{key}_ms"] = base
-        facts[f"cudnn_{key}_tflops"] = layer.flops / (base * 1e-3) / 1e12
-    # im2col reads X at least once and writes Col: at the copy's rate, that takes
-    least = (4 * layer.x.size + col_bytes) / copy * 1e3
-    print(f"  im2col's two kernels: im2col {t_col.median_ms:.3f} ms (writes "
+        facts[f"cudnn_{key}_tflops"] = ours.baseline.flops_per_s / 1e12
+    least = least_bytes / copy * 1e3
+    print(f"  im2col's two kernels: im2col {t_col.timing.median_ms:.3f} ms (writes "
           f"{col_bytes / 1e6:,.0f} MB; at the copy's rate, X in and Col out take "
-          f"{least:.3f} ms), GEMM {t_gemm.median_ms:.3f} ms")
-    facts.update({f"im2col_kernel_{key}_ms": t_col.median_ms, f"gemm_{key}_ms": t_gemm.median_ms,
-                  f"im2col_kernel_{key}_of_copy": least / t_col.median_ms,
+          f"{least:.3f} ms), GEMM {t_gemm.timing.median_ms:.3f} ms")
+    facts.update({f"im2col_kernel_{key}_ms": t_col.timing.median_ms, f"gemm_{key}_ms": t_gemm.timing.median_ms,
+                  f"im2col_kernel_{key}_of_copy": t_col.fraction_of_ceiling,
                   f"col_{key}_mb": col_bytes / 1e6, f"gflop_{key}": layer.flops / 1e9})
-    best = max(rows, key=lambda name: rows[name]["flops"])
+    best = max(rows, key=lambda name: rows[name].flops_per_s)
     facts[f"best_{key}"] = best
     if base and key == TARGET_LAYER:
-        share = base / rows[best]["ms"]
-        met = share >= TARGET
-        print(f"  target: best rung ({best}) >= {100 * TARGET:.0f}% of cuDNN: "
-              f"{'met' if met else 'MISSED'} ({100 * share:.1f}%)")
-        facts.update(best_of_cudnn=share, target=TARGET, target_met=met)
+        share = ours.baseline.ratio if best == BEST else base / rows[best].timing.median_ms
+        facts.update(best_of_cudnn=share, target=TARGET, target_met=ours.targets.met["baseline"])
+    if torch is not None and tc_roof is not None:
+        for row, m in tensor_core_rows(torch, layer, key, working_set, tc_roof).items():
+            over = m.flops_per_s / rows[best].flops_per_s
+            print(f"  cuDNN {row} on tensor cores: {m.flops_per_s / 1e12:.1f} TFLOP/s, "
+                  f"{over:.2f} times our best rung ({best})")
+            facts.update({f"cudnn_{row}_{key}_ms": m.timing.median_ms,
+                          f"cudnn_{row}_{key}_tflops": m.flops_per_s / 1e12,
+                          f"cudnn_{row}_{key}_over_best": over})
     return facts
 
 
@@ -363,18 +446,21 @@ def main(argv=None) -> int:
 
         print(f"{gpu.name}: {gpu.sm_count} SMs")
         peak = fp32_roof(gpu)
-        print(f"FP32 peak (chapter 10's FMA chains, this run): {peak / 1e12:.1f} TFLOP/s")
-        copy = cb.copy_bandwidth()
+        print(f"{FMA_PEAK}: {peak / 1e12:.1f} TFLOP/s")
+        copy = cb.ceiling()
         print(f"copy bandwidth (this run): {copy / 1e12:.2f} TB/s, read + written")
         facts = {"baseline": BASELINE, "fma_peak_tflops": peak / 1e12, "copy_tbps": copy / 1e12}
-        torch = cb.torch_cuda()
+        torch, tc_roof = cb.torch_cuda(), None
         if torch is not None:
-            torch.backends.cudnn.allow_tf32 = False
+            use_cudnn(torch)
             print(f"cuDNN {torch.backends.cudnn.version()} (PyTorch {torch.__version__}), "
-                  f"allow_tf32 = {torch.backends.cudnn.allow_tf32}")
+                  f"cudnn.conv.fp32_precision = {torch.backends.cudnn.conv.fp32_precision!r}, "
+                  f"benchmark_limit = {torch.backends.cudnn.benchmark_limit}")
             facts["cudnn_version"] = torch.backends.cudnn.version()
+            tc_roof = tensor_core_ceiling(None, args.seed, args.budget_ms)
+            facts.update(tc_ceiling=tc_roof[0], tc_ceiling_tflops=tc_roof[1] / 1e12)
         for key, shape in BENCH_LAYERS.items():
-            facts.update(bench_layer(kernels, key, shape, args.seed, args.budget_ms, peak, copy))
+            facts.update(bench_layer(kernels, key, shape, args.seed, args.budget_ms, peak, copy, tc_roof))
         cb.report_facts(**facts)
     return cb.finish()
 

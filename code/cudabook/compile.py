@@ -20,8 +20,39 @@ from .gpu import Unavailable, ensure_nvcc_on_path, init
 NVCC_FLAGS = ["-O3", "-lineinfo", "-std=c++17"]
 
 
+#: What the compiler gave each kernel a listing looked up, by kernel name:
+#: registers a thread, local memory a thread (where spilled registers and
+#: arrays the compiler could not keep in registers go), static shared memory
+#: a block. listing_cli.finish() keeps it in the run's facts as
+#: "kernel_resources".
+RESOURCES: dict[str, dict[str, int]] = {}
+
+
 class KernelCompileError(RuntimeError):
     """nvcc rejected a listing's kernel file."""
+
+
+def resources(function) -> dict[str, int]:
+    """A loaded kernel's registers, local bytes and static shared bytes,
+    as the driver reports them (ptxas's figures, from the cubin)."""
+    return {"registers": int(function.num_regs), "local_bytes": int(function.local_size_bytes),
+            "shared_bytes": int(function.shared_size_bytes)}
+
+
+class Module:
+    """A loaded module, as PyCUDA's SourceModule, that notes each kernel's
+    resources (see RESOURCES) when it is looked up."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def get_function(self, name: str):
+        function = self._module.get_function(name)
+        RESOURCES[name] = resources(function)
+        return function
+
+    def __getattr__(self, attr):
+        return getattr(self._module, attr)
 
 
 def nvcc_command(cu_file: str | Path, arch: str, out: str | Path, nvcc: str = "nvcc") -> list[str]:
@@ -35,7 +66,8 @@ def compile(cu_file: str | Path, arch: str | None = None):
     return the loaded module (`module.get_function("name")`).
 
     Kernel files declare their kernels `extern "C"` themselves, so the names
-    you look up are the names in the file.
+    you look up are the names in the file. Each kernel looked up is noted
+    in RESOURCES, which the run's report keeps.
     """
     gpu = _ready()                    # a missing GPU or PyCUDA is said first
     path = Path(cu_file).resolve()
@@ -74,13 +106,13 @@ def _compile(source: str, name: str, arch: str, include_dirs):
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
     try:
         with one_at_a_time(source, arch):
-            return SourceModule(
+            return Module(SourceModule(
                 source,
                 options=list(NVCC_FLAGS),
                 arch=arch,
                 no_extern_c=True,
                 include_dirs=list(include_dirs),
-            )
+            ))
     except CompileError as e:
         log = (getattr(e, "stderr", None) or "").strip() or str(e)
         if "Unsupported gpu architecture" in log or "is not defined for option 'gpu-architecture'" in log:

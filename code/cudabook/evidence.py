@@ -238,8 +238,11 @@ def state_line(state: dict) -> str:
     ends and their ceiling, and, when the GPU was held below its clocks,
     THROTTLED with the cause."""
     b, a = state["before"], state["after"]
-    s = (f"GPU: SM {b['sm_clock_mhz']}->{a['sm_clock_mhz']} MHz of {a['max_sm_clock_mhz']}, "
-         f"memory {a['mem_clock_mhz']} MHz, {a['temperature_c']} C")
+    s = f"GPU: SM {b['sm_clock_mhz']}->{a['sm_clock_mhz']} MHz of {a['max_sm_clock_mhz']}"
+    during = state.get("sm_clock_during")
+    if during:
+        s += f" (during: {during['min']}-{during['max']}, median {during['median']:g})"
+    s += f", memory {a['mem_clock_mhz']} MHz, {a['temperature_c']} C"
     if state.get("mean_power_w") is not None:
         s += f", {state['mean_power_w']:.0f} W of {a['power_limit_w']:.0f}"
     if state.get("throttled"):
@@ -338,3 +341,15 @@ def benchmark(name: str, fn: Callable[[], None], **kwargs) -> Measurement:
         print(line, flush=True)
     listing_cli._report.setdefault("benchmarks", []).append(m.as_dict())
     return m
+
+
+def speed_against(entry: Measurement, pooled: LibraryBaseline | None) -> float | None:
+    """How fast `entry` ran against a library, as a ratio (above 1: faster):
+    the median of its own ABBA rounds where it was alternated with one, else
+    the library's time pooled over another entry's rounds of the same run
+    (`pooled`) over its own median; None with neither."""
+    if entry.baseline is not None:
+        return entry.baseline.ratio
+    if pooled is not None:
+        return pooled.timing.median_ms / entry.timing.median_ms
+    return None

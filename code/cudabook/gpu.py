@@ -212,7 +212,7 @@ def environment() -> dict:
     import numpy
 
     env = {"python": platform.python_version(), "numpy": numpy.__version__,
-           "host_cpu": host_cpu(), "host_cores": os.cpu_count()}
+           "host_cpu": host_cpu(), "host_cores": os.cpu_count(), **host_cpu_details()}
     try:
         import pycuda
 
@@ -282,6 +282,41 @@ def host_cpu() -> str:
     import platform
 
     return platform.processor() or "unknown CPU"
+
+
+def host_cpu_details(cpuinfo: str | None = None) -> dict:
+    """What a CPU baseline ran on, beyond the model name: host_cores (in
+    environment()) counts logical CPUs, os.cpu_count(), which counts each
+    hyperthread; host_physical_cores counts cores (distinct (physical id,
+    core id) pairs in /proc/cpuinfo; None where it does not say, as in some
+    virtual machines), host_usable_cpus the logical CPUs this process may
+    run on, and host_simd the widest vector extension the CPU reports
+    (AVX-512: 16 float32 lanes; AVX2: 8; NEON: 4)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    cores, flags, physical, core = set(), set(), None, None
+    for line in cpuinfo.splitlines() + [""]:
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "physical id":
+            physical = value
+        elif key == "core id":
+            core = value
+        elif key in ("flags", "Features"):
+            flags.update(value.split())
+        elif not line.strip():                      # the end of one logical CPU's paragraph
+            if physical is not None and core is not None:
+                cores.add((physical, core))
+            physical = core = None
+    simd = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"),
+                                         ("sse2", "SSE2"), ("asimd", "NEON")) if flag in flags), None)
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count()
+    return {"host_physical_cores": len(cores) or None, "host_usable_cpus": usable, "host_simd": simd}
 
 
 def _nvidia_driver_version() -> str | None:

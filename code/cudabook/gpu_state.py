@@ -10,6 +10,8 @@ them to say why. So a timing is bracketed by two readings:
   and the clock-event reasons NVML reports (power cap, thermal slowdown,
   ...), with the GPU's UUID, so two records can be said to come from the
   same card or not;
+- the SM clock, read every SAMPLE_MS from a second thread while the work
+  runs: its lowest, median and highest value *during* the work;
 - NVML's cumulative counters, read both times, give what happened *in
   between*, which a reading at either end cannot see: the nanoseconds the
   GPU spent held below its clocks by its power or thermal limits (the
@@ -88,6 +90,18 @@ class StateSpan:
     before: GpuState
     after: GpuState
     seconds: float
+    sm_clock_samples: list[int] = field(default_factory=list)   # MHz, read every SAMPLE_MS in between
+
+    @property
+    def sm_clock_during(self) -> dict | None:
+        """The SM clock while the work ran: the lowest, the median and the
+        highest of the samples, and how many there were (None: no sample)."""
+        s = sorted(self.sm_clock_samples)
+        if not s:
+            return None
+        mid = len(s) // 2
+        median = s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+        return {"min": s[0], "median": median, "max": s[-1], "samples": len(s)}
 
     @property
     def held_ns(self) -> dict:
@@ -107,8 +121,11 @@ class StateSpan:
     def summary(self) -> str:
         """One line for a listing's output: the clocks and what held them."""
         b, a = self.before, self.after
-        s = (f"GPU state: SM {b.sm_clock_mhz}->{a.sm_clock_mhz} MHz (max {a.max_sm_clock_mhz}), "
-             f"memory {a.mem_clock_mhz} MHz, {a.temperature_c} C")
+        s = f"GPU state: SM {b.sm_clock_mhz}->{a.sm_clock_mhz} MHz (max {a.max_sm_clock_mhz})"
+        if self.sm_clock_during:
+            d = self.sm_clock_during
+            s += f", during {d['min']}-{d['max']} MHz (median {d['median']:g})"
+        s += f", memory {a.mem_clock_mhz} MHz, {a.temperature_c} C"
         if self.mean_power_w is not None:
             s += f", {self.mean_power_w:.0f} W mean of {a.power_limit_w:.0f}"
         held = {k: v for k, v in self.held_ns.items() if v > 0}
@@ -119,6 +136,7 @@ class StateSpan:
 
     def as_dict(self) -> dict:
         return {"before": self.before.as_dict(), "after": self.after.as_dict(), "seconds": self.seconds,
+                "sm_clock_samples": list(self.sm_clock_samples), "sm_clock_during": self.sm_clock_during,
                 "held_ns": self.held_ns, "mean_power_w": self.mean_power_w, "throttled": self.throttled()}
 
 
@@ -212,15 +230,51 @@ def read(device: str | int | None = None) -> GpuState | None:
     )
 
 
-def around(fn: Callable[[], object], device: str | int | None = None) -> tuple[object, StateSpan | None]:
-    """Run `fn` between two readings: (its result, the span), the span None
-    where NVML cannot be read."""
+#: How often the SM clock is read while the work runs, in milliseconds.
+SAMPLE_MS = 20.0
+
+
+def sm_clock(device: str | int | None = None) -> int | None:
+    """The SM clock now, in MHz (None where NVML cannot be read)."""
+    if why_not() is not None:
+        return None
+    nvml = _nvml()
+    return int(nvml.nvmlDeviceGetClockInfo(_handle(nvml, device), nvml.NVML_CLOCK_SM))
+
+
+def around(fn: Callable[[], object], device: str | int | None = None,
+           sample_ms: float = SAMPLE_MS) -> tuple[object, StateSpan | None]:
+    """Run `fn` between two readings, reading the SM clock every
+    `sample_ms` from a second thread while it runs: (its result, the span),
+    the span None where NVML cannot be read. The two readings at the ends
+    see the clock before the work and after it; the samples see it during."""
+    import threading
     import time
 
     before = read(device)
+    samples: list[int] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(sample_ms / 1e3):
+            try:
+                mhz = sm_clock(device)
+            except Exception:        # NVML went away mid-run: keep what was read
+                return
+            if mhz is not None:
+                samples.append(mhz)
+
+    sampler = threading.Thread(target=sample, daemon=True) if before is not None else None
+    if sampler:
+        sampler.start()
     t0 = time.perf_counter()
-    result = fn()
-    seconds = time.perf_counter() - t0
+    try:
+        result = fn()
+    finally:
+        seconds = time.perf_counter() - t0
+        done.set()
+        if sampler:
+            sampler.join()
     after = read(device)
-    span = StateSpan(before, after, seconds) if before is not None and after is not None else None
+    span = StateSpan(before, after, seconds, samples) if before is not None and after is not None else None
     return result, span

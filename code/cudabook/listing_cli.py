@@ -27,6 +27,7 @@ from typing import Callable
 from . import lock
 from .bench import BUDGET_MS, Benchmark, bench, copy_bandwidth, warm_up
 from .check import CheckResult
+from .compile import RESOURCES
 from .gpu import EXIT_SKIPPED, Unavailable, environment, init
 
 _report: dict = {}
@@ -70,6 +71,7 @@ def parse_args(argv, doc: str | None, *, n: int | None = None, bench_n: int | No
     if "--json" in shown:  # where the report goes is not part of the run
         i = shown.index("--json")
         del shown[i:i + 2]
+    RESOURCES.clear()
     _report.update(argv=shown, n=getattr(args, "n", None), seed=args.seed, checks=[],
                    benchmarks=[], facts={}, budget_ms=getattr(args, "budget_ms", None),
                    json_path=args.json)
@@ -142,6 +144,8 @@ def finish() -> int:
     path = _report.get("json_path")
     if path is not None:
         out = {k: v for k, v in _report.items() if k != "json_path"}
+        if RESOURCES:                      # each kernel's registers, local and shared bytes
+            out["facts"] = {**out.get("facts", {}), "kernel_resources": dict(sorted(RESOURCES.items()))}
         out["passed"] = passed
         out["environment"] = environment()
         Path(path).write_text(json.dumps(out, indent=1, default=str))

@@ -268,14 +268,15 @@ def _state_problems(state: dict | None, where: str) -> list[str]:
     if state is None:
         return [f"{where} is missing: a record must say what state its timings ran in"]
     try:
-        span = StateSpan(GpuState(**state["before"]), GpuState(**state["after"]), state["seconds"])
+        span = StateSpan(GpuState(**state["before"]), GpuState(**state["after"]), state["seconds"],
+                         list(state.get("sm_clock_samples", [])))
     except (KeyError, TypeError) as e:
         return [f"{where} is not two readings of the GPU ({e})"]
     out = []
     if span.before.uuid != span.after.uuid:
         out.append(f"{where}: read from two GPUs ({span.before.uuid}, {span.after.uuid})")
     again = span.as_dict()
-    for name in ("held_ns", "mean_power_w", "throttled"):
+    for name in ("held_ns", "mean_power_w", "throttled", "sm_clock_during"):
         if state.get(name) != again[name] and not (
                 isinstance(again[name], float) and isinstance(state.get(name), float)
                 and _close(state[name], again[name])):

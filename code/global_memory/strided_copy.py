@@ -9,8 +9,10 @@ straddle one sector more. The writes are coalesced in every case.
 
 Run:    python code/global_memory/strided_copy.py [--n N] [--seed S] [--bench]
 Checks: y = x[i * stride + offset] exactly (k = 0) for strides 1, 2, 5 and
-        32 (offset 0) and offsets 1 and 3 (stride 1). x holds a hash of its
-        index and the seed, so the host recomputes the expected values.
+        32 (offset 0) and offsets 1 and 3 (stride 1); under --bench, at its
+        n, also every configuration the sweep times (strides 3, 4, 6, 8, 12
+        and 16, offsets 2, 4, 7, 8, 16 and 32). x holds a hash of its index
+        and the seed, so the host recomputes the expected values.
 Bench:  at n = 67,108,867: the useful bandwidth (8 bytes per element, one
         read and one write) for strides 1 to 32 and offsets 1 to 32,
         against the copy bandwidth, the ceiling the sector count predicts,
@@ -32,6 +34,7 @@ KERNEL_FILE = Path(__file__).with_suffix(".cu")
 BLOCK = 256
 CHECKED = [(1, 0), (2, 0), (5, 0), (32, 0), (1, 1), (1, 3)]          # (stride, offset)
 SWEEP = [(s, 0) for s in (1, 2, 3, 4, 6, 8, 12, 16, 32)] + [(1, o) for o in (1, 2, 4, 7, 8, 16, 32)]
+CHECKED_BENCH = CHECKED + [c for c in SWEEP if c not in CHECKED]     # --bench checks all it times
 
 
 def hashed(j, seed: int) -> np.ndarray:
@@ -100,11 +103,13 @@ def allocate(n: int, configs):
     return gpuarray.empty(length, np.float32), gpuarray.empty(n, np.float32)
 
 
-def check_all(kernels, x, y, seed: int) -> None:
+def check_all(kernels, x, y, seed: int, configs=CHECKED) -> None:
+    """y = x[i * stride + offset], element by element, for each (stride,
+    offset) of configs."""
     fill_k, copy_k = kernels
     n = y.size
     fill(fill_k, x, seed)
-    for stride, offset in CHECKED:
+    for stride, offset in configs:
         cb.poison(y)
         copy_strided(copy_k, x, y, stride, offset)
         ref = hashed(np.arange(n, dtype=np.int64) * stride + offset, seed)
@@ -205,8 +210,9 @@ def main(argv=None) -> int:
     args = cb.parse_args(argv, __doc__, n=1_000_003, bench_n=67_108_867)
     cb.init()
     kernels = load_kernels()
-    x, y = allocate(args.n, CHECKED + (SWEEP if args.bench else []))
-    check_all(kernels, x, y, args.seed)
+    configs = CHECKED_BENCH if args.bench else CHECKED
+    x, y = allocate(args.n, configs)
+    check_all(kernels, x, y, args.seed, configs)
     if args.bench:
         fill(kernels[0], x, args.seed)
         rows = measure(kernels, x, y, args.seed)

@@ -21,17 +21,32 @@ Checks: every rung against a float64 NumPy product, element by element,
         K u / (1 - K u), whatever the order of the sum. So k = K / (1 - K u)
         + 1 (the 1 covers the float64 reference's own error, about K * 2^-53
         of the same scale) and scale = |A| @ |B| in float64.
-Bench:  at 4096 x 4096 x 4096 and 4097 x 3001 x 1023: ms, TFLOP/s
-        (2 M N K flops) and share of cuBLAS SGEMM fp32 (torch.matmul with
-        TF32 off, so it too rounds in FP32), timed in the same run on the
-        same data, and share of the FP32 peak: the rate of chapter 10's
-        FMA chains (roofline/peak_flops.py's kernel), timed in the same
-        run. Target: the best rung >= 80% of cuBLAS at 4096^3
-        (printed as met or MISSED; a slow run is a finding, not a failure).
-        The naive and coalesced rungs take seconds per run at 4096^3: they
-        are timed with the smallest budget (3 runs after 3 to estimate).
+        And at every one of those shapes, every rung's C bit for bit
+        against the naive rung's: all eight add each element's K products
+        in the same order, first to last, one FMA each (the zeros that pad
+        an edge tile come after the last), so they round alike and give
+        the same floats. A rung that reordered the sum, split it, or
+        rounded its inputs (TF32) would fail this exact check at every
+        shape, even where it stayed inside the bound above.
+Bench:  at 4096 x 4096 x 4096 and 4097 x 3001 x 1023, every rung as a
+        typed entry (cudabook.evidence): ms and TFLOP/s (2 M N K flops)
+        against the FP32 FMA peak, the rate of chapter 10's FMA chains
+        (roofline/intensity_sweep.fp32_roof) timed in the same run, with
+        the GPU's clocks around it and the kernels the profiler saw. The
+        two fastest rungs, warptile and double_buffer, are timed in
+        alternation with cuBLAS SGEMM fp32 (torch.matmul with
+        fp32_precision = "ieee": no TF32, so it too rounds in FP32) on the
+        same data, in ABBA rounds: their share of cuBLAS is the median of
+        the rounds' ratios, with its p20 and p80. The other rungs are
+        timed alone; their share is cuBLAS's time (pooled over
+        double_buffer's rounds) over theirs. Target: double_buffer >= 80%
+        of cuBLAS at 4096^3, judged against that median (printed as met or
+        MISSED; a slow run is a finding, not a failure). The naive and
+        coalesced rungs take seconds per run at 4096^3: they are timed
+        with the smallest budget (3 runs after 3 to estimate).
 """
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -66,6 +81,11 @@ SANITIZER_SHAPES = [(1, 1, 1), (33, 31, 17), (130, 67, 45)]
 BENCH_SHAPES = [(4096, 4096, 4096), (4097, 3001, 1023)]
 TARGET_SHAPE, TARGET = (4096, 4096, 4096), 0.80
 BASELINE = "cuBLAS SGEMM fp32 (torch.matmul, TF32 off)"
+CEILING = "FP32 FMA peak (chapter 10's FMA chains, this run)"
+BEST = "sgemm_double_buffer"                       # the rung the target is set for
+ALTERNATED = ("sgemm_warptile", BEST)              # timed in alternation with cuBLAS
+#: bench for the slow rungs: their smallest budget, 3 runs after 3 to estimate
+SLOW_TIMER = functools.partial(cb.bench, warmup_ms=1.0, min_reps=3)
 U = 2.0**-24                        # float32 unit roundoff
 
 
@@ -136,88 +156,125 @@ def label(name: str, m: int, n: int, k: int) -> str:
     return f"{short(name)} {m}x{n}x{k}"
 
 
-def check_all(kernels, a, b, c_gpu, a_gpu, b_gpu) -> None:
-    """Every rung at one shape, against the float64 product."""
+def same_bits(name: str, out: np.ndarray, first: np.ndarray) -> cb.CheckResult:
+    """`out` bit for bit equal to `first` (the naive rung's C), as a check
+    that says how many elements differ, and where the first one is."""
+    differ = np.flatnonzero(out.view(np.uint32) != first.view(np.uint32))
+    if differ.size == 0:
+        return cb.expect(name, True, f"all {out.size:,} elements identical", n=out.size)
+    i = int(differ[0])
+
+    def shown(x: np.ndarray) -> str:
+        return f"{x.flat[i]!s} ({int(x.view(np.uint32).flat[i]):#010x})"
+    return cb.expect(name, False, f"{differ.size:,} of {out.size:,} elements differ, the first at "
+                     f"[{i}]: {shown(out)}, naive {shown(first)}", n=out.size)
+
+
+def check_all(kernels, a, b, c_gpu, a_gpu, b_gpu, *, bitwise: bool = False) -> None:
+    """Every rung at one shape, against the float64 product; with
+    `bitwise`, every rung after the first also against the first's
+    (naive's) output, bit for bit (see the docstring's Checks)."""
     (m, k), n = a.shape, b.shape[1]
     ref, scale = reference(a, b)
+    first = None
     for name in RUNGS:
         cb.poison(c_gpu)
         sgemm(kernels, name, a_gpu, b_gpu, c_gpu)
-        cb.report_check(cb.compare(label(name, m, n, k), c_gpu.get(), ref, k=bound_k(k),
-                                   scale=scale))
+        out = c_gpu.get()
+        cb.report_check(cb.compare(label(name, m, n, k), out, ref, k=bound_k(k), scale=scale))
+        if not bitwise:
+            continue
+        if first is None:
+            first = out
+        else:
+            cb.report_check(same_bits(f"{label(name, m, n, k)} = naive, bit for bit", out, first))
 
 
-def check_shape(kernels, m: int, n: int, k: int, rng) -> None:
+def check_shape(kernels, m: int, n: int, k: int, rng, *, bitwise: bool = False) -> None:
     from pycuda import gpuarray
 
     a, b = random_pair(m, n, k, rng)
     check_all(kernels, a, b, gpuarray.empty((m, n), np.float32), gpuarray.to_gpu(a),
-              gpuarray.to_gpu(b))
+              gpuarray.to_gpu(b), bitwise=bitwise)
 
 
 def bench_shape(kernels, m: int, n: int, k: int, seed: int, budget_ms: float,
                 peak: float) -> dict:
-    """Check, then time, every rung and cuBLAS at one shape, and print the
-    table. Returns the facts for the record: ms, TFLOP/s, share of cuBLAS
-    (cuBLAS's time over the rung's) and share of `peak` (FLOP/s) per rung."""
+    """Check, then time, every rung at one shape (ALTERNATED in alternation
+    with cuBLAS), and print the table. Returns the facts for the record:
+    ms, TFLOP/s, share of cuBLAS and share of `peak` (FLOP/s) per rung."""
     from pycuda import gpuarray
+
+    from cudabook import evidence
 
     a, b = random_pair(m, n, k, np.random.default_rng(seed))
     a_gpu, b_gpu = gpuarray.to_gpu(a), gpuarray.to_gpu(b)
     c_gpu = gpuarray.empty((m, n), np.float32)
-    check_all(kernels, a, b, c_gpu, a_gpu, b_gpu)
+    check_all(kernels, a, b, c_gpu, a_gpu, b_gpu, bitwise=True)
     flops = 2 * m * n * k
     working_set = 4 * (m * k + k * n + m * n)
-    rows = {}
-    base = None
+    baseline = None
     torch = cb.torch_cuda()
     if torch is not None:
-        torch.backends.cuda.matmul.allow_tf32 = False     # FP32 arithmetic, as ours
+        torch.backends.cuda.matmul.fp32_precision = "ieee"     # FP32 arithmetic, as ours: no TF32
         ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
         tc = torch.empty((m, n), device="cuda", dtype=torch.float32)
-        t = cb.bench(lambda: torch.matmul(ta, tb, out=tc), working_set_bytes=working_set,
-                     budget_ms=budget_ms)
-        base = t.median_ms
+        baseline = (BASELINE, lambda: torch.matmul(ta, tb, out=tc))
+    entries = {}
     for name in RUNGS:
         def fn(name=name):
             sgemm(kernels, name, a_gpu, b_gpu, c_gpu)
 
-        if name in SLOW:
-            t = cb.bench(fn, working_set_bytes=working_set, budget_ms=1.0, warmup_ms=1.0,
-                         min_reps=3)
-        else:
-            t = cb.bench(fn, working_set_bytes=working_set, budget_ms=budget_ms)
-        rate = flops / (t.median_ms * 1e-3)
-        rows[short(name)] = {"ms": t.median_ms, "flops": rate,
-                             "of_cublas": base / t.median_ms if base else None,
-                             "of_peak": rate / peak, "reps": t.reps}
+        alternated = baseline is not None and name in ALTERNATED
+        targeted = alternated and name == BEST and (m, n, k) == TARGET_SHAPE
+        timing = dict(budget_ms=1.0, timer=SLOW_TIMER) if name in SLOW else dict(budget_ms=budget_ms)
+        entries[name] = evidence.benchmark(
+            label(name, m, n, k), fn, flops=flops, working_set_bytes=working_set,
+            ceiling=(CEILING, peak), baseline=baseline if alternated else None,
+            targets={"baseline": TARGET} if targeted else None, **timing)
+    cublas = entries[BEST].baseline        # cuBLAS pooled over the best rung's rounds, or None
+    rows = {}
+    for name, e in entries.items():
+        of_cublas = evidence.speed_against(e, cublas)
+        rows[short(name)] = {"ms": e.timing.median_ms, "flops": e.flops_per_s, "of_cublas": of_cublas,
+                             "of_peak": e.fraction_of_ceiling, "reps": e.timing.reps,
+                             "alternated": e.baseline is not None}
     print(f"{m} x {n} x {k}: {flops / 1e9:,.1f} GFLOP per product")
     print(f"{'rung':16s} {'ms':>10s} {'TFLOP/s':>9s} {'% of cuBLAS':>12s} {'% of FMA peak':>14s}")
     for rung, r in rows.items():
-        share = f"{100 * r['of_cublas']:11.1f}%" if base else f"{'-':>12s}"
-        print(f"{rung:16s} {r['ms']:10.3f} {r['flops'] / 1e12:9.2f} {share} {100 * r['of_peak']:13.1f}%")
+        share = f"{100 * r['of_cublas']:11.1f}%" if cublas is not None else f"{'-':>12s}"
+        print(f"{rung:16s} {r['ms']:10.3f} {r['flops'] / 1e12:9.2f} {share} {100 * r['of_peak']:13.1f}%"
+              + (" *" if r["alternated"] else ""))
     shape = f"{m}x{n}x{k}"
     facts = {f"{shape}_rows": [{"rung": rung, **r} for rung, r in rows.items()]}
     for rung, r in rows.items():              # flat keys, for [[rec:...:facts.<key>]]
         facts[f"{rung}_{shape}_ms"] = r["ms"]
         facts[f"{rung}_{shape}_tflops"] = r["flops"] / 1e12
         facts[f"{rung}_{shape}_of_peak"] = r["of_peak"]
-        if base:
+        if cublas is not None:
             facts[f"{rung}_{shape}_of_cublas"] = r["of_cublas"]
-    if base:
-        rate = flops / (base * 1e-3)
-        print(f"{'cuBLAS':16s} {base:10.3f} {rate / 1e12:9.2f} {100.0:11.1f}% {100 * rate / peak:13.1f}%")
-        print(f"  cuBLAS: {BASELINE}")
-        facts.update({f"cublas_{shape}_ms": base, f"cublas_{shape}_tflops": rate / 1e12,
-                      f"cublas_{shape}_of_peak": rate / peak})
+    for name in ALTERNATED:
+        b = entries[name].baseline
+        if b is not None:
+            facts[f"{short(name)}_{shape}_of_cublas_p20"] = b.ratio_p20
+            facts[f"{short(name)}_{shape}_of_cublas_p80"] = b.ratio_p80
+    if cublas is not None:
+        ms = cublas.timing.median_ms
+        print(f"{'cuBLAS':16s} {ms:10.3f} {cublas.flops_per_s / 1e12:9.2f} {100.0:11.1f}% "
+              f"{100 * cublas.flops_per_s / peak:13.1f}%")
+        print(f"  cuBLAS: {BASELINE}, pooled over {short(BEST)}'s rounds")
+        print("  *: timed in alternation with cuBLAS, the share the median of the rounds;")
+        print("     the other rungs timed alone, the share cuBLAS's time over theirs")
+        facts.update({f"cublas_{shape}_ms": ms, f"cublas_{shape}_tflops": cublas.flops_per_s / 1e12,
+                      f"cublas_{shape}_of_peak": cublas.flops_per_s / peak,
+                      f"cublas_{shape}_kernels": cublas.side.kernels})
     best = max(rows, key=lambda r: rows[r]["flops"])
     facts[f"best_{shape}"] = best
-    if base and (m, n, k) == TARGET_SHAPE:
-        share = rows[best]["of_cublas"]
-        met = share >= TARGET
-        print(f"  target: best rung ({best}) >= {100 * TARGET:.0f}% of cuBLAS: "
-              f"{'met' if met else 'MISSED'} ({100 * share:.1f}%)")
-        facts.update(best_of_cublas=share, target=TARGET, target_met=met)
+    judged = entries[BEST]
+    if judged.targets is not None:
+        facts.update(best_of_cublas=judged.baseline.ratio, best_of_cublas_p20=judged.baseline.ratio_p20,
+                     best_of_cublas_p80=judged.baseline.ratio_p80, target=TARGET,
+                     target_met=judged.targets.met["baseline"])
     return facts
 
 
@@ -227,14 +284,14 @@ def main(argv=None) -> int:
     kernels = load_kernels()
     rng = np.random.default_rng(args.seed)
     for m, n, k in SANITIZER_SHAPES if os.environ.get("CUDABOOK_SANITIZER") else SHAPES:
-        check_shape(kernels, m, n, k, rng)
+        check_shape(kernels, m, n, k, rng, bitwise=True)
     if args.bench:
         from roofline.intensity_sweep import fp32_roof
 
         print(f"{gpu.name}: {gpu.sm_count} SMs")
         peak = fp32_roof(gpu)
         print(f"FP32 peak (chapter 10's FMA chains, this run): {peak / 1e12:.1f} TFLOP/s")
-        facts = {"baseline": BASELINE, "fma_peak_tflops": peak / 1e12}
+        facts = {"baseline": BASELINE, "ceiling": CEILING, "fma_peak_tflops": peak / 1e12}
         for m, n, k in BENCH_SHAPES:
             facts.update(bench_shape(kernels, m, n, k, args.seed, args.budget_ms, peak))
         cb.report_facts(**facts)

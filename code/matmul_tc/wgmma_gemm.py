@@ -27,11 +27,18 @@ Checks: M x N x K = 1x8x8, 16x16x16, 33x40x24, 130x264x104, 200x520x1000,
         (2K/(1 - 2Ku) + 1 units of 2^-24 times |A| @ |B|), plus the one
         rounding of C to bf16 (2^-8 |C|). cuBLAS's output is held to the
         same bound.
-Bench:  at 8192 x 8192 x 8192 and 4096 x 4096 x 4096: ms, TFLOP/s (2 M N K
-        flops) and share of cuBLAS bf16 (torch.matmul on bf16 tensors, bf16
-        output, fp32 accumulation with reduced-precision reductions off),
-        with tc_gemm's tc_mma_pipelined (fp32 output) timed in the same run.
-        Target: >= 80% of cuBLAS at 8192^3 (printed as met or MISSED).
+Bench:  at 8192 x 8192 x 8192 and 4096 x 4096 x 4096, as typed entries
+        (cudabook.evidence): ms and TFLOP/s (2 M N K flops) against
+        tc_gemm's ceiling, cuBLAS bf16 at 8192^3 timed alone first in the
+        same run. wgmma_gemm is timed in alternation with cuBLAS bf16
+        (torch.matmul on bf16 tensors, bf16 output, fp32 accumulation with
+        reduced-precision reductions off) on the same data, in ABBA
+        rounds: its share of cuBLAS is the median of the rounds' ratios,
+        with its p20 and p80. tc_gemm's tc_mma_pipelined (fp32 output) is
+        timed alone in the same run; its share is cuBLAS's time (pooled
+        over those rounds) over its own. Target: wgmma_gemm >= 80% of
+        cuBLAS at 8192^3, judged against that median (printed as met or
+        MISSED).
 """
 
 import ctypes
@@ -179,10 +186,14 @@ def check_shape(kernel, m: int, n: int, k: int, rng) -> None:
           gpuarray.empty((m, n), np.uint16))
 
 
-def bench_shape(kernel, rungs, m: int, n: int, k: int, seed: int, budget_ms: float) -> dict:
-    """Check ours (and cuBLAS's output) at one shape, then time ours, the
-    previous rung and cuBLAS; print the table and return the facts."""
+def bench_shape(kernel, rungs, m: int, n: int, k: int, seed: int, budget_ms: float,
+                ceiling: tuple[str, float]) -> dict:
+    """Check ours (and cuBLAS's output) at one shape, then time the previous
+    rung, and ours in alternation with cuBLAS; print the table and return
+    the facts."""
     from pycuda import gpuarray
+
+    from cudabook import evidence
 
     a, b = tc_gemm.random_pair(m, n, k, np.random.default_rng(seed))
     a16, b16 = to_bf16(a), to_bf16(b)
@@ -193,50 +204,61 @@ def bench_shape(kernel, rungs, m: int, n: int, k: int, seed: int, budget_ms: flo
     ref, kb, s = check(kernel, a16, b16, a_gpu, b_gpu, c_gpu)
     flops = 2 * m * n * k
     working_set = 2 * (m * k + k * n + m * n)
-    times = {}
+    baseline = None
     torch = cb.torch_cuda()
     if torch is not None:
         # fp32 accumulation throughout, as ours (no bf16 partial sums in split-K)
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
-        ta = torch.from_numpy(a16.view(np.int16)).cuda().view(torch.bfloat16)
-        tb = torch.from_numpy(b16.view(np.int16)).cuda().view(torch.bfloat16)
+        ta, tb = tc_gemm.to_torch(torch, a16), tc_gemm.to_torch(torch, b16)
         tc = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
         torch.matmul(ta, tb, out=tc)
         got = from_bf16(tc.view(torch.int16).cpu().numpy().view(np.uint16))
         cb.report_check(cb.compare(f"cuBLAS {m}x{n}x{k}", got, ref, k=kb, scale=s))
         del got
-        times["cuBLAS"] = cb.bench(lambda: torch.matmul(ta, tb, out=tc),
-                                   working_set_bytes=working_set, budget_ms=budget_ms).median_ms
-        del ta, tb, tc
+        baseline = (BASELINE, lambda: torch.matmul(ta, tb, out=tc))
     del ref, s
     c32 = gpuarray.empty((m, n), np.float32)
-    times[PREVIOUS] = cb.bench(lambda: tc_gemm.tc_gemm(rungs, PREVIOUS, a_gpu, b_gpu, c32),
-                               working_set_bytes=working_set + 2 * m * n,
-                               budget_ms=budget_ms).median_ms
-    del c32
-    times["wgmma_gemm"] = cb.bench(lambda: wgmma_gemm(kernel, a_gpu, b_gpu, c_gpu),
-                                   working_set_bytes=working_set, budget_ms=budget_ms).median_ms
-    base = times.get("cuBLAS")
+    entries = {PREVIOUS: evidence.benchmark(
+        tc_gemm.label(PREVIOUS, m, n, k), lambda: tc_gemm.tc_gemm(rungs, PREVIOUS, a_gpu, b_gpu, c32),
+        flops=flops, working_set_bytes=working_set + 2 * m * n, ceiling=ceiling, budget_ms=budget_ms)}
+    entries["wgmma_gemm"] = evidence.benchmark(
+        label(m, n, k), lambda: wgmma_gemm(kernel, a_gpu, b_gpu, c_gpu), flops=flops,
+        working_set_bytes=working_set, ceiling=ceiling, baseline=baseline,
+        targets={"baseline": TARGET} if baseline is not None and (m, n, k) == TARGET_SHAPE else None,
+        budget_ms=budget_ms)
+    ours = entries["wgmma_gemm"]
+    cublas = ours.baseline                 # cuBLAS pooled over our rounds, or None
     print(f"{m} x {n} x {k}: {flops / 1e9:,.1f} GFLOP per product")
     print(f"{'kernel':18s} {'ms':>10s} {'TFLOP/s':>9s} {'% of cuBLAS':>12s}")
     facts = {}
-    for name, ms in times.items():
-        share = base / ms if base else None
-        shown = f"{100 * share:11.1f}%" if base else f"{'-':>12s}"
-        print(f"{name:18s} {ms:10.3f} {flops / (ms * 1e-3) / 1e12:9.1f} {shown}")
-        key = "cublas" if name == "cuBLAS" else name
-        facts[f"{key}_{shape}_ms"] = ms
-        facts[f"{key}_{shape}_tflops"] = flops / (ms * 1e-3) / 1e12
-        if base and name != "cuBLAS":
-            facts[f"{key}_{shape}_of_cublas"] = share
-    if base:
-        print(f"  cuBLAS: {BASELINE}; {PREVIOUS} writes C in fp32, the others in bf16")
-    if base and (m, n, k) == TARGET_SHAPE:
-        share = base / times["wgmma_gemm"]
-        met = share >= TARGET
-        print(f"  target: wgmma_gemm >= {100 * TARGET:.0f}% of cuBLAS: "
-              f"{'met' if met else 'MISSED'} ({100 * share:.1f}%)")
-        facts.update(of_cublas=share, target=TARGET, target_met=met)
+    for name, e in entries.items():
+        ms = e.timing.median_ms
+        if e.baseline is not None:
+            share = e.baseline.ratio               # the median of its ABBA rounds
+        else:
+            share = cublas.timing.median_ms / ms if cublas is not None else None
+        shown = f"{100 * share:11.1f}%" if share is not None else f"{'-':>12s}"
+        print(f"{name:18s} {ms:10.3f} {e.flops_per_s / 1e12:9.1f} {shown}"
+              + (" *" if e.baseline is not None else ""))
+        facts[f"{name}_{shape}_ms"] = ms
+        facts[f"{name}_{shape}_tflops"] = e.flops_per_s / 1e12
+        facts[f"{name}_{shape}_of_ceiling"] = e.fraction_of_ceiling
+        if share is not None:
+            facts[f"{name}_{shape}_of_cublas"] = share
+    if cublas is not None:
+        ms = cublas.timing.median_ms
+        print(f"{'cuBLAS':18s} {ms:10.3f} {cublas.flops_per_s / 1e12:9.1f} {100.0:11.1f}%")
+        print(f"  cuBLAS: {BASELINE}, pooled over wgmma_gemm's rounds")
+        print(f"  {PREVIOUS} writes C in fp32, the others in bf16")
+        print("  *: timed in alternation with cuBLAS, the share the median of the rounds;")
+        print(f"     {PREVIOUS} timed alone, the share cuBLAS's time over its own")
+        facts.update({f"cublas_{shape}_ms": ms, f"cublas_{shape}_tflops": cublas.flops_per_s / 1e12,
+                      f"cublas_{shape}_kernels": cublas.side.kernels,
+                      f"wgmma_gemm_{shape}_of_cublas_p20": cublas.ratio_p20,
+                      f"wgmma_gemm_{shape}_of_cublas_p80": cublas.ratio_p80})
+    if ours.targets is not None:
+        facts.update(of_cublas=cublas.ratio, of_cublas_p20=cublas.ratio_p20, of_cublas_p80=cublas.ratio_p80,
+                     target=TARGET, target_met=ours.targets.met["baseline"])
     return facts
 
 
@@ -250,10 +272,11 @@ def main(argv=None) -> int:
     facts = {}
     if args.bench:
         print(f"{gpu.name}: {gpu.sm_count} SMs")
-        facts["baseline"] = BASELINE
         rungs = tc_gemm.load_kernels()
+        ceiling = tc_gemm.tensor_core_ceiling(rungs, args.seed, args.budget_ms)
+        facts.update(baseline=BASELINE, ceiling=ceiling[0], ceiling_tflops=ceiling[1] / 1e12)
         for m, n, k in BENCH_SHAPES:
-            facts.update(bench_shape(kernel, rungs, m, n, k, args.seed, args.budget_ms))
+            facts.update(bench_shape(kernel, rungs, m, n, k, args.seed, args.budget_ms, ceiling))
     cb.report_facts(**facts)
     return cb.finish()
 

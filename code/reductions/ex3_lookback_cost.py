@@ -9,9 +9,11 @@ scan.py.
 
 Run:    python code/reductions/ex3_lookback_cost.py [--n N] [--seed S] [--bench]
 Checks: scan.py's checks at size n (each tile alone, three passes, the
-        look-back, every tile's prefix published), with its bounds. Under
-        --bench, to stay quick at n = 2^28, only scan_block's tiles are
-        checked; scan.py checks the look-back at that size.
+        look-back, every tile's prefix published; exactly on whole numbers,
+        within its bounds on random floats). Under --bench, on the random
+        floats it times at n = 2^28: scan_block's tiles before the timing,
+        and scan_lookback's output after its timing, within scan.py's
+        bounds (scan.py checks both exactly on whole numbers at that size).
 Bench:  at n = 2^28, GB/s (8n bytes: x read, y written) of scan_block alone
         and of scan_lookback, against the copy bandwidth and torch.cumsum.
 """
@@ -30,7 +32,8 @@ from reductions import scan  # noqa: E402
 # --8<-- [start:solution]
 def time_both(kernels, x, n: int) -> dict:
     """Time scan_block alone and scan_lookback on x (float32, n elements);
-    returns what the record keeps. scan_block's tiles are checked first."""
+    returns what the record keeps. scan_block's tiles are checked first,
+    scan_lookback's output after its timing."""
     from pycuda import gpuarray
 
     x_gpu = gpuarray.to_gpu(x)
@@ -45,6 +48,10 @@ def time_both(kernels, x, n: int) -> dict:
                          bytes_moved=8 * n, baseline=base)
     whole = cb.benchmark("scan_lookback", lambda: scan.scan_lookback(kernels, x_gpu, y_gpu, state),
                          bytes_moved=8 * n, baseline=base)
+    # Every configuration timed is also checked: y now holds the last timed
+    # call's output.
+    cb.report_check(cb.compare("scan_lookback", y_gpu.get(), scan.reference(x),
+                               k=scan.bound_k("scan_lookback", n), scale=scan.reference(np.abs(x))))
     extra = whole.timing.median_ms - alone.timing.median_ms
     print(f"the look-back adds {1000 * extra:.0f} us to {1000 * alone.timing.median_ms:.0f} us "
           f"({100 * extra / whole.timing.median_ms:.0f}% of scan_lookback's time)")

@@ -10,12 +10,29 @@ add_totals adds them back: x read once, y written twice and read once), or
 one: scan_lookback, where each tile publishes its total, looks back at the
 tiles before it until it finds one that knows its inclusive prefix
 (decoupled look-back, Merrill and Garland 2016), and publishes its own, so
-every element is read once and written once, as in a copy. The input is
-uniform in [-1, 1).
+every element is read once and written once, as in a copy.
 
 Run:    python code/reductions/scan.py [--n N] [--seed S] [--bench]
-Checks: every output element against np.cumsum in float64, with scale =
-        the running sum of |x| (the terms cancel). As in sum_ladder.py, an
+Checks: every output element, at size n, twice. First exactly (k = 0),
+        on whole numbers uniform over {-2, ..., 2} stored as float32,
+        against np.cumsum in float64 (exact on them). A sum of whole
+        numbers is a whole number, and float32 holds every whole number up
+        to 2^24, so no addition rounds while every partial sum stays within
+        2^24, as sum_ladder.py argues: for certain up to n = 2^23 (m terms
+        sum to at most 2m); beyond, no kernel picks which terms to add, or
+        in what order, by their values (where a look-back stops is
+        timing), so a partial sum of m independent terms in [-2, 2] of mean
+        0 passes 2^24 with probability below 2 exp(-2^48 / 8m) (Hoeffding),
+        2 exp(-2^17) at n = 2^28. (A prefix of i terms is typically about
+        sqrt(2i): some 23,000 at i = 2^28.) A rounding could only fail the
+        check, never pass it. A tile's total lost or added twice, by the
+        look-back or by the scan of the totals, moves every element that
+        counts it by that total, a whole number that is 0 only if the
+        tile's 8,192 terms cancel (1 time in 321), so it fails at every n,
+        where a bound scaled by the running sum of |x| lets it through at
+        large n. Then on floats uniform in [-1, 1), the data --bench
+        times, against np.cumsum in float64, with scale = the running sum
+        of |x| (the terms cancel). As in sum_ladder.py, an
         element whose chain of additions is h long is off by at most
         h u sum |x|, and on random data by about sqrt(h) u: k = 6 sqrt(h).
         Inside a tile, h <= 24 (3 inside a float4, 5 for a warp scan, 8
@@ -24,8 +41,8 @@ Checks: every output element against np.cumsum in float64, with scale =
         3 x 24 + ceil(tiles / 8,192) + 1 (the tile, its total, the scan of
         the totals with its carries, the final add). Look-back: 2 x 24 +
         tiles (a look-back that goes d tiles back adds at most d
-        additions to the chain). Also checked: every look-back tile ended
-        with its inclusive prefix published.
+        additions to the chain). Also checked, on both inputs: every
+        look-back tile ended with its inclusive prefix published.
 Bench:  at n = 2^28, GB/s (8n bytes: x read, y written, as a copy moves)
         against the copy bandwidth and torch.cumsum. Target on an H200:
         scan_lookback >= 80% of copy and >= 1.3x torch.cumsum.
@@ -49,10 +66,18 @@ TILE = BLOCK * 4 * PER       # elements per tile: 8,192
 TILE_DEPTH = 24              # the longest chain of additions inside a tile (see Checks)
 KERNELS = {"scan_block": "PPPi", "scan_totals": "PPi", "add_totals": "PPi", "scan_lookback": "PPPi"}
 PREFIX = 2                   # the flag of a tile that published its inclusive prefix
+WHOLE = 2                    # the exact checks' inputs: whole numbers from -WHOLE to WHOLE (see Checks)
 
 
 def reference(x):
     return np.cumsum(x, dtype=np.float64)
+
+
+def whole_numbers(n: int, rng) -> np.ndarray:
+    """n whole numbers drawn uniformly from {-WHOLE, ..., WHOLE}, as float32:
+    every partial sum of them is exact in float32 (see Checks), and so is
+    their float64 reference."""
+    return rng.integers(-WHOLE, WHOLE + 1, size=n, dtype=np.int8).astype(np.float32)
 
 
 def tile_reference(x, tile=TILE):
@@ -171,37 +196,56 @@ def torch_baseline(x):
 SANITIZER_TILES_N = 5 * TILE + 3
 
 
+def check_versions(kernels, x, x_gpu, y_gpu, buffers, versions: dict, exact: bool) -> None:
+    """Every version's output for x (on the GPU as x_gpu) against float64:
+    exactly (k = 0) when x holds whole numbers (exact=True, see
+    whole_numbers), else within its k. buffers: scratch(n)."""
+    data = "whole numbers" if exact else "random floats"
+    n = x.size
+    totals, scanned, state = buffers
+
+    cb.poison(y_gpu)
+    cb.poison(totals)
+    scan_tiles(kernels, x_gpu, y_gpu, totals)
+    bound = {"k": 0} if exact else {"k": bound_k("scan_block", n), "scale": tile_reference(np.abs(x))}
+    cb.report_check(cb.compare(f"scan_block (each tile), {data}", y_gpu.get(), tile_reference(x), **bound))
+
+    ref = reference(x)
+    scale = None if exact else reference(np.abs(x))
+    for version, run in versions.items():
+        cb.poison(y_gpu)
+        cb.poison(totals)
+        cb.poison(scanned)
+        run()
+        bound = {"k": 0} if exact else {"k": bound_k(version, n), "scale": scale}
+        cb.report_check(cb.compare(f"{version}, {data}", y_gpu.get(), ref, **bound))
+    flags = state.get()[1:] >> np.uint64(32)
+    cb.report_check(cb.expect(f"scan_lookback, {data}: every tile published its prefix",
+                              bool(np.all(flags == PREFIX)),
+                              f"{int(np.sum(flags == PREFIX)):,} of {flags.size:,} tiles", n=n))
+
+
 def check_all(kernels, n: int, seed: int):
-    """Every version checked at size n; returns what the benchmark reuses."""
+    """Every version checked at size n, on whole numbers (exactly) and on
+    random floats (within its bound); returns the floats and the versions,
+    which the benchmark reuses (x_gpu then holds the floats)."""
     from pycuda import gpuarray
 
     rng = np.random.default_rng(seed)
     x = rng.random(n, dtype=np.float32)
     x *= 2
     x -= 1                                          # uniform in [-1, 1), exactly (no rounding)
-    x_gpu = gpuarray.to_gpu(x)
+    whole = whole_numbers(n, rng)                   # drawn after x, so x is what it always was
+    x_gpu = gpuarray.to_gpu(whole)
     y_gpu = gpuarray.empty_like(x_gpu)
-    totals, scanned, state = scratch(n)
-
-    cb.poison(y_gpu)
-    cb.poison(totals)
-    scan_tiles(kernels, x_gpu, y_gpu, totals)
-    cb.report_check(cb.compare("scan_block (each tile)", y_gpu.get(), tile_reference(x),
-                               k=bound_k("scan_block", n), scale=tile_reference(np.abs(x))))
-
-    ref, scale = reference(x), reference(np.abs(x))
+    buffers = scratch(n)
+    totals, scanned, state = buffers
     versions = {"scan_three_pass": lambda: scan_three_pass(kernels, x_gpu, y_gpu, totals, scanned),
                 "scan_lookback": lambda: scan_lookback(kernels, x_gpu, y_gpu, state)}
-    for version, run in versions.items():
-        cb.poison(y_gpu)
-        cb.poison(totals)
-        cb.poison(scanned)
-        run()
-        cb.report_check(cb.compare(version, y_gpu.get(), ref, k=bound_k(version, n), scale=scale))
-    flags = state.get()[1:] >> np.uint64(32)
-    cb.report_check(cb.expect("scan_lookback: every tile published its prefix",
-                              bool(np.all(flags == PREFIX)),
-                              f"{int(np.sum(flags == PREFIX)):,} of {flags.size:,} tiles", n=n))
+    check_versions(kernels, whole, x_gpu, y_gpu, buffers, versions, exact=True)
+    del whole
+    x_gpu.set(x)
+    check_versions(kernels, x, x_gpu, y_gpu, buffers, versions, exact=False)
     return x, versions
 
 

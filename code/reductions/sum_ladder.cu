@@ -4,10 +4,12 @@
 //
 // Host program: sum_ladder.py. Changed since threads_warps/warp_sum.cu: the
 // sum is built up rung by rung. sum_atomic and sum_tree show the two naive
-// ends (all atomics; all shared memory and barriers); sum_shuffle moves the
-// tree into registers; sum_vectorized adds 16-byte loads, independent
-// accumulators and a grid of one wave; sum_one_pass drops the atomics for a
-// fixed order of additions. Every kernel takes any n >= 1 and is launched
+// ends (all atomics; all shared memory and barriers), and sum_tree_store is
+// sum_tree with a store in place of its atomic, a control that tells what
+// the atomics cost; sum_shuffle moves the tree into registers;
+// sum_vectorized adds 16-byte loads, independent accumulators and a grid
+// of one wave; sum_one_pass drops the atomics for a fixed order of
+// additions. Every kernel takes any n >= 1 and is launched
 // with BLOCK threads per block (the host program checks that it agrees).
 
 #define BLOCK 256               // threads per block: a power of two, a multiple of 32
@@ -26,7 +28,11 @@ extern "C" __global__ void sum_atomic(const float* __restrict__ x, float* __rest
 // --8<-- [end:atomic]
 
 // --8<-- [start:tree]
-extern "C" __global__ void sum_tree(const float* __restrict__ x, float* __restrict__ total, int n)
+// STORE = false: sum_tree, one atomicAdd per block into *out. STORE = true:
+// sum_tree_store, the control, which stores each block's sum in
+// out[blockIdx.x] instead and changes nothing else.
+template <bool STORE>
+__device__ __forceinline__ void tree(const float* __restrict__ x, float* __restrict__ out, int n)
 {
     __shared__ float s[BLOCK];
     const int t = threadIdx.x;
@@ -46,8 +52,22 @@ extern "C" __global__ void sum_tree(const float* __restrict__ x, float* __restri
         }
     }
     if (t == 0) {
-        atomicAdd(total, s[0]);              // one atomic per block, not per element
+        if (STORE) {
+            out[blockIdx.x] = s[0];          // the control: a plain store, no chain
+        } else {
+            atomicAdd(out, s[0]);            // one atomic per block, not per element
+        }
     }
+}
+
+extern "C" __global__ void sum_tree(const float* __restrict__ x, float* __restrict__ total, int n)
+{
+    tree<false>(x, total, n);
+}
+
+extern "C" __global__ void sum_tree_store(const float* __restrict__ x, float* __restrict__ partials, int n)
+{
+    tree<true>(x, partials, n);
 }
 // --8<-- [end:tree]
 

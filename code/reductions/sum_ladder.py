@@ -10,28 +10,53 @@ sum_vectorized (one wave of blocks, each thread reading float4s in a
 grid-stride loop into four independent accumulators: the fast one); and
 sum_one_pass (the same, but each block writes its partial sum and the last
 block to finish, told by a fence and an atomic counter, adds the partials
-in block order: the same bits on every run). The input is uniform in
-[-1, 1), so terms cancel and no running sum grows past the terms' scale.
+in block order: the same bits on every run). Beside the ladder,
+sum_tree_store is sum_tree with its one atomicAdd a block replaced by a
+store of the block's sum to partials[block], nothing else changed: the
+control that tells what the chain of atomics costs.
 
 Run:    python code/reductions/sum_ladder.py [--n N] [--seed S] [--bench]
-Checks: each rung against a float64 NumPy sum, with scale = sum |x_i| (the
-        terms cancel). A summation tree of height h (the longest chain of
-        roundings any element goes through) is off by at most h u sum |x_i|;
-        on random data the roundings fall on both sides and the error grows
-        like sqrt(h) u: the bound is k = 6 sqrt(h), as in warp_sum.py. h is
-        n for sum_atomic; log2(256) + blocks for sum_tree and sum_shuffle
-        (the atomics of the block sums form one chain); for sum_vectorized
-        trips + 5 + log2(256) + blocks (an accumulator gets one float4 a
-        trip; 2 adds inside a float4, the tail, 2 to join the four
-        accumulators); for sum_one_pass the same, with the blocks' atomics
-        replaced by the last block's ceil(blocks / 256) + log2(256).
+Checks: each rung twice, at size n. First exactly (k = 0), against a float64
+        NumPy sum, on whole numbers uniform over {-2, ..., 2} stored as
+        float32. A sum of whole numbers is a whole number, and float32 holds
+        every whole number up to 2^24, so no addition rounds while every
+        partial sum stays within 2^24 (and the float64 sum is exact). A
+        partial sum of m terms is at most 2m: within 2^24 for certain while
+        m <= 2^23, so at every n up to 2^23. Beyond that, no rung chooses
+        which terms to add, or in what order, by their values (the atomics'
+        order is the hardware's timing), so a partial sum of m terms is a
+        sum of m independent terms in [-2, 2] of mean 0, and by Hoeffding's
+        inequality it passes 2^24 with probability below 2 exp(-2^48 / 8m):
+        2 exp(-2^17) at n = 2^28, 2 exp(-2^14) at the largest n an int index
+        allows. A rounding could only fail the check, never pass it. A
+        block, trip or partial lost or added twice moves the sum by its
+        total, a whole number that is 0 only if its terms cancel (for 256
+        terms, 1 time in 57), so it fails at every n, where a bound scaled
+        by sum |x_i| lets it through at large n. Then on floats uniform in
+        [-1, 1) (exactly, no rounding), the data --bench times and the
+        chapter's lesson on rounding uses, against a float64 NumPy sum,
+        with scale = sum |x_i| (the terms cancel). A summation tree of
+        height h (the longest chain of roundings any element goes through)
+        is off by at most h u sum |x_i|; on random data the roundings fall
+        on both sides and the error grows like sqrt(h) u: the bound is
+        k = 6 sqrt(h), as in warp_sum.py. h is n for sum_atomic;
+        log2(256) + blocks for sum_tree and sum_shuffle (the atomics of
+        the block sums form one chain); for sum_vectorized trips + 5 +
+        log2(256) + blocks (an accumulator gets one float4 a trip; 2 adds
+        inside a float4, the tail, 2 to join the four accumulators); for
+        sum_one_pass the same, with the blocks' atomics replaced by the
+        last block's ceil(blocks / 256) + log2(256). On the floats too,
         sum_one_pass run 5 times gives bit-identical results; how many
         values 5 runs of sum_atomic give is reported, not checked. Also
         reported: the relative error of float32 sums of |x| (positive, so
         nothing cancels) added one by one on the host, by sum_tree and
         sum_one_pass, and pairwise by np.sum, against float64.
-Bench:  at n = 2^28, GB/s (4n bytes read) of each rung against the copy
-        bandwidth and torch.sum on the same data. Target on an H200: the
+        sum_tree_store, on the whole numbers: every block's stored sum
+        equals its block's float64 sum exactly (k = 0, every block; the
+        buffer is poisoned first, so a block that stores nothing fails).
+Bench:  at n = 2^28, GB/s (4n bytes read) of each rung and of
+        sum_tree_store against the copy bandwidth and torch.sum on the
+        same data. Target on an H200: the
         best rung (sum_vectorized or sum_one_pass) >= 95% of torch.sum.
 """
 
@@ -51,13 +76,22 @@ BLOCK = 256                  # threads per block: the .cu's BLOCK (load_kernels 
 UNROLL = 4                   # float4s per thread per trip of the one-wave kernels: the .cu's UNROLL
 KERNELS = {"sum_atomic": "PPi", "sum_tree": "PPi", "sum_shuffle": "PPi",
            "sum_vectorized": "PPi", "sum_one_pass": "PPPPi"}
+CONTROL = {"sum_tree_store": "PPi"}              # sum_tree with a store in place of its atomic
 ONE_WAVE = ("sum_vectorized", "sum_one_pass")   # grid-stride, float4 loads, one wave of blocks
 RUNS = 5                     # launches compared for (non-)determinism
 REG_ALLOC_UNIT = 256         # registers go to a warp in chunks of 256 (cc 7.0 to 12.x)
+WHOLE = 2                    # the exact checks' inputs: whole numbers from -WHOLE to WHOLE (see Checks)
 
 
 def reference(x):
     return np.sum(x, dtype=np.float64)
+
+
+def whole_numbers(n: int, rng) -> np.ndarray:
+    """n whole numbers drawn uniformly from {-WHOLE, ..., WHOLE}, as float32:
+    every partial sum of them is exact in float32 (see Checks), and so is
+    their float64 reference."""
+    return rng.integers(-WHOLE, WHOLE + 1, size=n, dtype=np.int8).astype(np.float32)
 
 
 def load_kernels() -> dict:
@@ -67,7 +101,7 @@ def load_kernels() -> dict:
         if found is None or int(found.group(1)) != value:
             raise RuntimeError(f"{KERNEL_FILE.name} must #define {name} {value}, as this program assumes")
     module = cb.compile(KERNEL_FILE)
-    return {name: module.get_function(name).prepare(sig) for name, sig in KERNELS.items()}
+    return {name: module.get_function(name).prepare(sig) for name, sig in {**KERNELS, **CONTROL}.items()}
 
 
 def one_wave(gpu, kernel) -> int:
@@ -122,6 +156,32 @@ def total(kernels: dict, name: str, x, out, waves: dict, partials=None, count=No
         args = (x.gpudata, out.gpudata, np.int32(n))
     kernels[name].prepared_call((grid, 1, 1), (BLOCK, 1, 1), *args)
 # --8<-- [end:launch]
+
+
+def tree_store(kernels: dict, x, block_sums) -> None:
+    """block_sums[b] = the sum of x's block b of BLOCK elements, by
+    sum_tree_store (the control: sum_tree with a store, no atomic).
+    x: 1-D float32 GPUArray; block_sums: float32, one per block at least."""
+    cb.check_array("x", x, dtype=np.float32, ndim=1, on_device=True)
+    n = cb.check_size("x.size", x.size)
+    grid = cb.ceil_div(n, BLOCK)
+    cb.check_array("block_sums", block_sums, dtype=np.float32, ndim=1, on_device=True)
+    if block_sums.size < grid:
+        raise ValueError(f"block_sums: expected at least {grid:,} elements (one per block), got {block_sums.size:,}")
+    kernels["sum_tree_store"].prepared_call((grid, 1, 1), (BLOCK, 1, 1), x.gpudata, block_sums.gpudata, np.int32(n))
+
+
+def check_tree_store(kernels, x_gpu, x, block_sums) -> None:
+    """Every block's stored sum against its float64 sum: exact on whole numbers."""
+    n = x.size
+    grid = cb.ceil_div(n, BLOCK)
+    padded = np.zeros(grid * BLOCK, np.float64)
+    padded[:n] = x
+    cb.poison(block_sums)
+    tree_store(kernels, x_gpu, block_sums)
+    got = block_sums.get()[:grid]
+    cb.report_check(cb.compare("sum_tree_store, whole numbers, every block", got,
+                               padded.reshape(grid, BLOCK).sum(axis=1), k=0, n=n))
 
 
 def chain_length(name: str, n: int, wave: int) -> int:
@@ -187,16 +247,22 @@ def error_demo(kernels, waves, x_abs, x_abs_gpu, out, partials, count) -> dict:
 SANITIZER_BLOCKS_N = 12 * 1024 + 3
 
 
-def check_every_rung(kernels, waves, x_gpu, x, out, partials, count) -> None:
-    """Each rung's sum of x against float64, within its k."""
+def check_every_rung(kernels, waves, x_gpu, x, out, partials, count, exact: bool = False) -> None:
+    """Each rung's sum of x against float64: exactly (k = 0) when x holds
+    whole numbers (exact=True, see whole_numbers), else within its k."""
     n = x.size
-    exact, scale = reference(x), np.sum(np.abs(x), dtype=np.float64)
+    expected = np.array([reference(x)])
+    scale = None if exact else np.sum(np.abs(x), dtype=np.float64)
     for name in KERNELS:
         cb.poison(out)
         cb.poison(partials)                         # a partial a block forgot to write is NaN
         total(kernels, name, x_gpu, out, waves, partials, count)
-        k = 6 * math.sqrt(chain_length(name, n, waves.get(name, 1)))
-        cb.report_check(cb.compare(name, out.get(), np.array([exact]), k=k, scale=scale, n=n))
+        if exact:
+            check = cb.compare(f"{name}, whole numbers", out.get(), expected, k=0, n=n)
+        else:
+            k = 6 * math.sqrt(chain_length(name, n, waves.get(name, 1)))
+            check = cb.compare(f"{name}, random floats", out.get(), expected, k=k, scale=scale, n=n)
+        cb.report_check(check)
 
 
 def main(argv=None) -> int:
@@ -205,21 +271,32 @@ def main(argv=None) -> int:
     x = rng.random(args.n, dtype=np.float32)
     x *= 2
     x -= 1                                          # uniform in [-1, 1), exactly (no rounding)
+    whole = whole_numbers(args.n, rng)              # drawn after x, so x is what it always was
 
     gpu = cb.init()
     from pycuda import gpuarray
     kernels = load_kernels()
     waves = {name: one_wave(gpu, kernels[name]) for name in ONE_WAVE}
-    x_gpu = gpuarray.to_gpu(x)
+    x_gpu = gpuarray.to_gpu(whole)
     out = gpuarray.empty(1, np.float32)
     partials = gpuarray.empty(waves["sum_one_pass"], np.float32)
     count = gpuarray.empty(1, np.uint32)
+    block_sums = gpuarray.empty(cb.ceil_div(max(args.n, SANITIZER_BLOCKS_N), BLOCK), np.float32)
 
     if os.environ.get("CUDABOOK_SANITIZER") and args.n < SANITIZER_BLOCKS_N:
         # The suite's sanitizer size fits in one block: check the many-block
         # paths (atomics across blocks, the last block's finish) too.
-        y = np.random.default_rng(args.seed + 1).random(SANITIZER_BLOCKS_N, dtype=np.float32) * 2 - 1
+        rng_many = np.random.default_rng(args.seed + 1)
+        y = rng_many.random(SANITIZER_BLOCKS_N, dtype=np.float32) * 2 - 1
+        y_whole = whole_numbers(SANITIZER_BLOCKS_N, rng_many)
+        check_every_rung(kernels, waves, gpuarray.to_gpu(y_whole), y_whole, out, partials, count,
+                         exact=True)
+        check_tree_store(kernels, gpuarray.to_gpu(y_whole), y_whole, block_sums)
         check_every_rung(kernels, waves, gpuarray.to_gpu(y), y, out, partials, count)
+    check_every_rung(kernels, waves, x_gpu, whole, out, partials, count, exact=True)
+    check_tree_store(kernels, x_gpu, whole, block_sums)
+    del whole
+    x_gpu.set(x)                                    # the floats: checked, run 5 times, timed
     check_every_rung(kernels, waves, x_gpu, x, out, partials, count)
 
     runs = {}
@@ -247,6 +324,9 @@ def main(argv=None) -> int:
             cb.benchmark(name, lambda nm=name: total(kernels, nm, x_gpu, out, waves, partials, count),
                          bytes_moved=4 * args.n, baseline=base,
                          targets={"baseline": 0.95} if name in ONE_WAVE else None)
+            if name == "sum_tree":                  # the control, beside the rung it controls
+                cb.benchmark("sum_tree_store", lambda: tree_store(kernels, x_gpu, block_sums),
+                             bytes_moved=4 * args.n, baseline=base)
     return cb.finish()
 
 

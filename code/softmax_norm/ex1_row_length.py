@@ -2,8 +2,8 @@
 
 The same 2^26 float32 logits (256 MiB), cut into rows of 128 to 65,536
 columns, go through every kernel of softmax.py that can take the row:
-softmax_warp up to 1,024 columns, softmax_block up to 8,192, softmax_safe
-and softmax_online at every length, and torch.softmax beside them. Only
+softmax_warp up to 1,024 columns, softmax_block up to 8,192, softmax_safe,
+softmax_online and softmax_online_chunk at every length, and torch.softmax beside them. Only
 the row length changes; the bytes do not. The table at the end shows
 where softmax.py's pick() switches from a warp to a block to the online
 kernel, and what is left past 8,192 columns, where no register kernel
@@ -86,10 +86,11 @@ def show(table: list[dict]) -> dict:
     """Print the table; return the facts the record keeps."""
     names = [*softmax.KINDS, "torch"]
     print("share of the copy bandwidth, 2^26 float32 elements at every row length:")
-    print(f"{'cols':>6s} " + " ".join(f"{n:>7s}" for n in names) + "  pick()   fastest")
+    widths = [max(7, len(n)) for n in names]
+    print(f"{'cols':>6s} " + " ".join(f"{n:>{w}s}" for n, w in zip(names, widths)) + "  pick()   fastest")
     facts = {"rows": table}
     for row in table:
-        cells = " ".join(f"{100 * row[n]:6.1f}%" if n in row else f"{'-':>7s}" for n in names)
+        cells = " ".join(f"{100 * row[n]:{w - 1}.1f}%" if n in row else f"{'-':>{w}s}" for n, w in zip(names, widths))
         print(f"{row['cols']:6d} {cells}  {row['picked']:7s}  {row['fastest']}")
         for n in names:
             if n in row:

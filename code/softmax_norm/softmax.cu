@@ -3,12 +3,15 @@
 // Subtracting the row's maximum (the "safe" softmax) keeps exp from
 // overflowing and changes nothing else: the factor exp(-m_r) cancels.
 //
-// Four kernels, each in a float32 (_f32) and a bfloat16 (_bf16) version:
+// Five kernels, each in a float32 (_f32) and a bfloat16 (_bf16) version:
 //   softmax_safe    a block per row, three passes over the row in memory:
 //                   the maximum, the sum of exponentials, the output.
 //   softmax_online  a block per row, two passes: the maximum and the sum
 //                   in one (Milakov and Gimelshein's online softmax), then
 //                   the output.
+//   softmax_online_chunk  the same two passes, the running sum rescaled once
+//                   for each 16 bytes a thread loads instead of once for
+//                   each element that raises its maximum.
 //   softmax_warp    a warp per row, the row held in registers: one read,
 //                   one write. Rows of up to 1024 elements.
 //   softmax_block   a block per row (256 threads for float32, 128 for bf16),
@@ -89,6 +92,47 @@ __device__ void softmax_row_online(const T* __restrict__ x, T* __restrict__ y, i
 }
 // --8<-- [end:online]
 
+// --8<-- [start:online_chunk]
+// Fold N values at once: the chunk's maximum first, then one rescaling of
+// the running sum and N exponentials against the new maximum. No branch
+// depends on the data; columns past the row were loaded as -inf.
+template <int N>
+__device__ __forceinline__ void online_update_chunk(float& m, float& d, const float (&f)[N])
+{
+    float c = f[0];
+#pragma unroll
+    for (int k = 1; k < N; ++k) c = fmaxf(c, f[k]);
+    const float m_new = fmaxf(m, c);
+    if (m_new == -INFINITY) return;                 // nothing finite yet: -inf - (-inf) would be NaN
+    float s = d * expf(m - m_new);                  // m = -inf at the start: 0 * 0
+#pragma unroll
+    for (int k = 0; k < N; ++k) s += expf(f[k] - m_new);   // a masked logit adds exp(-inf) = 0
+    d = s;
+    m = m_new;
+}
+
+template <typename T>
+__device__ void softmax_row_online_chunk(const T* __restrict__ x, T* __restrict__ y, int cols, int vec)
+{
+    constexpr int N = Vec<T>::N;
+    float f[N];
+    float m = -INFINITY, d = 0.0f;                  // pass 1: maximum and sum together
+    for (int c = threadIdx.x * N; c < cols; c += THREADS * N) {
+        load_vec(x, c, cols, vec, -INFINITY, f);
+        online_update_chunk<N>(m, d, f);
+    }
+    const float row_max = group_reduce<THREADS>(m, Max());
+    d = (m == -INFINITY) ? 0.0f : d * expf(m - row_max);
+    const float inv = 1.0f / group_reduce<THREADS>(d, Sum());
+    for (int c = threadIdx.x * N; c < cols; c += THREADS * N) {   // pass 2: the output
+        load_vec(x, c, cols, vec, -INFINITY, f);
+#pragma unroll
+        for (int k = 0; k < N; ++k) f[k] = expf(f[k] - row_max) * inv;
+        store_vec(y, c, cols, vec, f);
+    }
+}
+// --8<-- [end:online_chunk]
+
 // --8<-- [start:registers]
 // The row in registers: thread t of the GROUP threads holds CHUNKS pieces of
 // N elements, piece i at column (i * GROUP + t) * N, so each load of the
@@ -138,6 +182,12 @@ __device__ void softmax_row_registers(const T* __restrict__ x, T* __restrict__ y
     {                                                                                            \
         const size_t row = blockIdx.x;                                                           \
         softmax_row_online<T>(x + row * cols, y + row * cols, cols, vec);                        \
+    }                                                                                            \
+    extern "C" __global__ void softmax_online_chunk_##SUFFIX(const T* x, T* y, int rows, int cols, \
+                                                             int vec)                            \
+    {                                                                                            \
+        const size_t row = blockIdx.x;                                                           \
+        softmax_row_online_chunk<T>(x + row * cols, y + row * cols, cols, vec);                  \
     }
 
 #define WARP_KERNEL(T, SUFFIX, CHUNKS)                                                           \

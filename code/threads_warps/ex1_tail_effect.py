@@ -10,6 +10,9 @@ Run:    python code/threads_warps/ex1_tail_effect.py
 Checks: block_placement's checks (every block recorded, SM ids, blocks per
         SM, waves: 3 observed for 2.5 predicted-full); and the whole grid
         takes at least 2.75 block-times (it cannot finish in 2.5).
+Facts:  busy, the share of the block slots' time spent running a block:
+        every block's recorded end minus start (%globaltimer), summed, over
+        the slots times the whole grid's time.
 """
 
 import sys
@@ -36,10 +39,17 @@ def main(argv=None) -> int:
         block_times = facts["total_us"] / facts["spin_us"]
         cb.report_check(cb.expect("2.5 waves take about 3 block-times", block_times >= 2.75,
                                   f"{block_times:.2f} block-times for {blocks / slots:.2f} waves of work"))
-        busy = blocks / (facts["waves_observed"] * slots)     # share of block slots in use
+        # The share of the GPU's block-slot time spent running blocks, from
+        # the recorded start and end of every block (%globaltimer), over the
+        # slots times the whole grid's time: measured, not assumed.
+        ran_us = sum(e - s for s, e in zip(facts["start_us"], facts["end_us"]))
+        busy = ran_us / (slots * facts["total_us"])
+        counted = blocks / (facts["waves_observed"] * slots)  # what counting blocks would say
         print(f"{blocks} blocks = {blocks / slots:.2f} waves of work, run in {facts['waves_observed']} waves:\n"
-              f"  {100 * busy:.0f}% of the GPU's block slots did work")
-        cb.report_facts(**facts, block_times=block_times, waves_of_work=blocks / slots, busy=busy)
+              f"  the block slots were busy {100 * busy:.1f}% of the grid's time "
+              f"(counting blocks per wave would say {100 * counted:.1f}%)")
+        cb.report_facts(**facts, block_times=block_times, waves_of_work=blocks / slots, busy=busy,
+                        busy_by_count=counted)
     return cb.finish()
 # --8<-- [end:solution]
 

@@ -13,10 +13,14 @@ Checks: the chapter's checks (each launch, and the block end to end) at
         (B, T, C, H) = (1, 1, 64, 1) and (1, 70, 128, 2) (the same under
         compute-sanitizer), and under --bench at both benchmark shapes.
 Bench:  the block at B = 8 and at B = 1 (T = 1024, C = 768, H = 12)
-        against the eager nn.Module; at B = 1 also each launch against
-        PyTorch's ops for the step. Printed beside it: the blocks each
-        product launches and how many of the GPU's slots (blocks an SM
-        holds, times the SMs) they fill.
+        against the same nn.Module in bf16, as gpt2_block.time_block times
+        it: ours in alternation with its eager forward captured once as one
+        CUDA graph and replayed (which the host cannot pace), then with its
+        eager forward as Python issues it (the host-bound figure), each
+        ratio the median of its rounds' ratios (no torch.compile here); at
+        B = 1 also each launch against PyTorch's ops for the step. Printed
+        beside it: the blocks each product launches and how many of the
+        GPU's slots (blocks an SM holds, times the SMs) they fill.
 """
 
 import sys

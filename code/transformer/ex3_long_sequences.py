@@ -10,9 +10,11 @@ Run:    python code/transformer/ex3_long_sequences.py [--seed S] [--bench]
 Checks: the chapter's checks (each launch, and the block end to end) at
         (B, T, C, H) = (1, 1, 64, 1) and (2, 77, 128, 2) (the same under
         compute-sanitizer), and under --bench at each benchmark shape.
-Bench:  the block, and each launch beside PyTorch's ops for the step, at
-        each T; the attention step's share of the steps' sum, ours and
-        PyTorch's.
+Bench:  the block, against PyTorch's as gpt2_block.time_block times it
+        (its eager forward replayed as one CUDA graph, and as Python issues
+        it, each in alternation with ours; no torch.compile here), and each
+        launch beside PyTorch's ops for the step, at each T; the attention
+        step's share of the steps' sum, ours and PyTorch's.
 """
 
 import sys

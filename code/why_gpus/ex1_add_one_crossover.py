@@ -1,7 +1,8 @@
 """Solution to exercise 1: where is the crossover for y = x + 1?
 
-The same sweep as gelu_cpu_vs_gpu.py (NumPy on one core, PyTorch on all
-cores but one, the GPU kernel alone, the GPU including both copies), for the
+The same sweep as gelu_cpu_vs_gpu.py (NumPy on one core, PyTorch on one
+thread and on all logical CPUs but one, the GPU kernel alone, the GPU
+including both copies from pageable and from pinned host arrays), for the
 cheapest elementwise function there is. The CPU does one addition per
 element, into an array allocated once (np.add(x, 1, out=y)), while the GPU
 with copies still moves 8 bytes per element over the link. Any CPU can add
@@ -9,7 +10,7 @@ faster than PCIe can carry the operands, so with the copies counted the GPU
 should never win; with the data already on the GPU it should win easily.
 
 Run:    python code/why_gpus/ex1_add_one_crossover.py [--n N] [--seed S] [--bench]
-Checks: y from the GPU and from both CPU versions against x + 1 in float64,
+Checks: y from the GPU and from every CPU version against x + 1 in float64,
         every element within one rounding (k=1).
 Bench:  the sweep, and from which size (if any) the GPU, with copies and
         kernel alone, beats each CPU version.
@@ -23,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # find cudabook when not installed
 import cudabook as cb  # noqa: E402
-from why_gpus.gelu_cpu_vs_gpu import SWEEP, cpu_versions, sweep, sweep_facts  # noqa: E402
+from why_gpus.gelu_cpu_vs_gpu import SWEEP, cpu_versions, sweep, sweep_facts, torch_threads  # noqa: E402
 
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 BLOCK = 256
@@ -67,14 +68,15 @@ def main(argv=None) -> int:
     ref = np.add(x, 1.0, dtype=np.float64)
     cb.report_check(cb.compare("y = x + 1, GPU", y_gpu.get(), ref))
     cpu = cpu_versions(torch, add_one_numpy, add_one_torch_cpu)
-    for key, (label, prepare) in cpu.items():
+    for key, (label, prepare, threads) in cpu.items():
         y = np.full_like(x, np.nan)
-        prepare(x, y)()
+        with torch_threads(torch, threads):
+            prepare(x, y)()
         cb.report_check(cb.compare(f"y = x + 1, {label}", y, ref))
 
     if args.bench:
         print(f"CPU: {cb.host_cpu()}")
-        rows = sweep(SWEEP, partial(add_one_gpu, kernel), cpu, rng)
+        rows = sweep(SWEEP, partial(add_one_gpu, kernel), cpu, rng, torch)
         cb.report_facts(**sweep_facts(rows, cpu), cpu=cb.host_cpu())
     return cb.finish()
 

@@ -1,6 +1,10 @@
 // Exercise 4 of "Why GPUs": GELU with 16-byte loads and stores, the way
 // add_vectorized.cu does vector add: each thread handles float4s in a
 // grid-stride loop, and the first threads handle the last n % 4 elements.
+// gelu_four_scalar is the control: four elements a thread too, so the same
+// number of blocks, but with 4-byte loads and stores. Against the chapter's
+// one-element kernel it changes the block count alone; against
+// gelu_vectorized, the load width alone.
 //
 // Host program: ex4_gelu_vectorized.py.
 
@@ -29,6 +33,23 @@ extern "C" __global__ void gelu_vectorized(const float* __restrict__ x,
     const size_t tail = n4 * 4;
     if (tid < n - tail) {
         y[tail + tid] = gelu1(x[tail + tid]);
+    }
+}
+
+extern "C" __global__ void gelu_four_scalar(const float* __restrict__ x,
+                                            float* __restrict__ y,
+                                            int n)
+{
+    // A block covers 4 x blockDim.x elements; element j of a thread is
+    // blockDim.x after its element j - 1, so each load of a warp is
+    // 32 neighbouring floats, as in the one-element kernel.
+    const size_t first = (size_t)blockIdx.x * blockDim.x * 4 + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const size_t i = first + (size_t)j * blockDim.x;
+        if (i < n) {
+            y[i] = gelu1(x[i]);
+        }
     }
 }
 // --8<-- [end:kernel]

@@ -2,21 +2,26 @@
 
 Computes the same elementwise function, GELU (tanh form), on the CPU and
 with a CUDA kernel on the GPU, and times it at sizes from a few dozen to 67
-million elements: NumPy on one core and PyTorch on all the CPU's cores but
-one, the GPU kernel alone, and the GPU including the copies to and from host memory.
+million elements: NumPy on one core (nine passes over memory), PyTorch on
+one thread (one fused pass: the same core, so the passes alone change) and
+on all the CPU's logical CPUs but one, the GPU kernel alone, and the GPU
+including the copies to and from host memory, from pageable host arrays
+(what np.empty gives) and from pinned ones (page-locked, which the copy
+engines read directly).
 The CPU code is the fastest honest NumPy: x*x*x rather than x**3 (a general
 power function), and results written into arrays allocated once. The
 crossover is the smallest size from which the GPU, copies included, beats
 the CPU at every larger size measured.
 
 Run:    python code/why_gpus/gelu_cpu_vs_gpu.py [--n N] [--seed S] [--bench]
-Checks: y from the GPU, and from both CPU versions, against a float64 NumPy
+Checks: y from the GPU, and from every CPU version, against a float64 NumPy
         GELU, every element within 8 roundings of its terms (k=8, scale |x|:
         where tanh is near -1, 1 + tanh cancels, so the bound is absolute).
 Bench:  the size sweep, then the kernel's GB/s against the copy bandwidth
         and torch.nn.functional.gelu on the GPU.
 """
 
+import contextlib
 import sys
 from functools import cache, partial
 from pathlib import Path
@@ -48,7 +53,8 @@ def gelu_numpy(x, out, tmp):
 
 
 def gelu_torch_cpu(torch, x, out):
-    """GELU with PyTorch on the CPU: one vectorised pass, on all cores but one."""
+    """GELU with PyTorch on the CPU: one vectorised pass, on the threads
+    torch.set_num_threads allows."""
     torch.ops.aten.gelu.out(x, approximate="tanh", out=out)
 # --8<-- [end:cpu]
 
@@ -94,6 +100,20 @@ def torch_gelu(torch, x):
     return "F.gelu", lambda: torch.nn.functional.gelu(tx, approximate="tanh")
 
 
+@contextlib.contextmanager
+def torch_threads(torch, threads: int | None):
+    """PyTorch's CPU threads set to `threads` for the block (None: as they are)."""
+    if torch is None or threads is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @cache
 def leave_one_core(torch):
     """Give PyTorch's CPU work one thread fewer than its default, one per core.
@@ -107,45 +127,55 @@ def leave_one_core(torch):
 
 
 def cpu_versions(torch, numpy_fn, torch_fn):
-    """The CPU baselines of a sweep: name -> (label, prepare(x, y) -> run())."""
-    out = {"numpy": ("NumPy, 1 core", lambda x, y: partial(numpy_fn, x, y, np.empty_like(x)))}
+    """The CPU baselines of a sweep: name -> (label, prepare(x, y) -> run(),
+    PyTorch threads to time it with, or None)."""
+    out = {"numpy": ("NumPy, 1 core", lambda x, y: partial(numpy_fn, x, y, np.empty_like(x)), None)}
     if torch is not None:
         leave_one_core(torch)
-        out["torch_cpu"] = (f"PyTorch, {torch.get_num_threads()} threads",
-                            lambda x, y: partial(torch_fn, torch, torch.from_numpy(x), torch.from_numpy(y)))
+        run = lambda x, y: partial(torch_fn, torch, torch.from_numpy(x), torch.from_numpy(y))  # noqa: E731
+        out["torch_cpu_1"] = ("PyTorch, 1 thread", run, 1)
+        out["torch_cpu"] = (f"PyTorch, {torch.get_num_threads()} threads", run, None)
     return out
 
 
 # --8<-- [start:sweep]
-def sweep(sizes, gpu_fn, cpu, rng, budget_ms=50):
+def sweep(sizes, gpu_fn, cpu, rng, torch=None, budget_ms=50):
     """At every size: each CPU version, the GPU kernel alone (data already on
     the GPU), and the GPU including the copy of x over and of y back, as a
-    program whose data starts in host memory pays. Medians, in ms."""
+    program whose data starts in host memory pays: from pageable arrays,
+    and from pinned ones. Medians, in ms."""
     import pycuda.driver as cuda
     from pycuda import gpuarray
 
-    print(f"{'n':>11} " + " ".join(f"{k:>10}" for k in cpu) + "  GPU kernel  GPU+copies  (ms)")
+    print(f"{'n':>11} " + " ".join(f"{k:>11}" for k in cpu) + "  GPU kernel  +pageable  +pinned  (ms)")
     rows = []
     for n in sizes:
         x = rng.standard_normal(n, dtype=np.float32)
         y = np.empty_like(x)
+        x_pinned, y_pinned = cuda.pagelocked_empty(n, np.float32), cuda.pagelocked_empty(n, np.float32)
+        x_pinned[:] = x
         x_gpu, y_gpu = gpuarray.empty(n, np.float32), gpuarray.empty(n, np.float32)
 
-        def with_copies():
-            cuda.memcpy_htod(x_gpu.gpudata, x)
+        def with_copies(src=x, dst=y):
+            cuda.memcpy_htod(x_gpu.gpudata, src)
             gpu_fn(x_gpu, y_gpu)
-            cuda.memcpy_dtoh(y, y_gpu.gpudata)
+            cuda.memcpy_dtoh(dst, y_gpu.gpudata)
 
         row = {"n": n}
-        for key, (_, prepare) in cpu.items():
-            row[f"{key}_ms"] = cb.time_cpu(prepare(x, y), budget_ms=budget_ms).median_ms
+        for key, (_, prepare, threads) in cpu.items():
+            with torch_threads(torch, threads):
+                row[f"{key}_ms"] = cb.time_cpu(prepare(x, y), budget_ms=budget_ms).median_ms
         row["gpu_kernel_ms"] = cb.bench(lambda: gpu_fn(x_gpu, y_gpu), working_set_bytes=8 * n,
                                         budget_ms=budget_ms).median_ms
         row["gpu_with_copies_ms"] = cb.bench(with_copies, working_set_bytes=8 * n,
                                              budget_ms=budget_ms).median_ms
+        row["gpu_with_pinned_copies_ms"] = cb.bench(partial(with_copies, x_pinned, y_pinned),
+                                                    working_set_bytes=8 * n, budget_ms=budget_ms).median_ms
         rows.append(row)
-        print(f"{n:>11,} " + " ".join(f"{row[f'{k}_ms']:10.3f}" for k in cpu)
-              + f"  {row['gpu_kernel_ms']:10.3f}  {row['gpu_with_copies_ms']:10.3f}", flush=True)
+        print(f"{n:>11,} " + " ".join(f"{row[f'{k}_ms']:11.3f}" for k in cpu)
+              + f"  {row['gpu_kernel_ms']:10.3f}  {row['gpu_with_copies_ms']:9.3f}"
+              f"  {row['gpu_with_pinned_copies_ms']:7.3f}", flush=True)
+        del x_pinned, y_pinned
     return rows
 # --8<-- [end:sweep]
 
@@ -162,9 +192,10 @@ def crossover(rows, gpu_key, cpu_key):
 def sweep_facts(rows, cpu):
     """Crossovers and the speed-ups at the largest size, for the record."""
     last = rows[-1]
-    facts = {"sweep": rows, "cpu_labels": {k: label for k, (label, _) in cpu.items()}}
+    facts = {"sweep": rows, "cpu_labels": {k: label for k, (label, _, _) in cpu.items()}}
     for key in cpu:
-        for gpu_key, what in (("gpu_with_copies_ms", "with_copies"), ("gpu_kernel_ms", "kernel")):
+        for gpu_key, what in (("gpu_with_copies_ms", "with_copies"), ("gpu_with_pinned_copies_ms", "with_pinned_copies"),
+                              ("gpu_kernel_ms", "kernel")):
             cross = crossover(rows, gpu_key, f"{key}_ms")
             facts[f"crossover_{what}_vs_{key}"] = cross if cross is not None else "never"
             facts[f"largest_{key}_over_{what}"] = last[f"{key}_ms"] / last[gpu_key]
@@ -191,14 +222,15 @@ def main(argv=None) -> int:
     ref = reference(x)
     check_gelu("y = gelu(x), GPU", y_gpu.get(), x, ref)
     cpu = cpu_versions(torch, gelu_numpy, gelu_torch_cpu)
-    for key, (label, prepare) in cpu.items():             # the baselines must be right too
+    for key, (label, prepare, threads) in cpu.items():    # the baselines must be right too
         y = np.full_like(x, np.nan)
-        prepare(x, y)()
+        with torch_threads(torch, threads):
+            prepare(x, y)()
         check_gelu(f"y = gelu(x), {label}", y, x, ref)
 
     if args.bench:
         print(f"CPU: {cb.host_cpu()}")
-        rows = sweep(SWEEP, partial(gelu_gpu, kernel), cpu, rng)
+        rows = sweep(SWEEP, partial(gelu_gpu, kernel), cpu, rng, torch)
         cb.report_facts(**sweep_facts(rows, cpu), cpu=cb.host_cpu(),
                         torch_threads=torch.get_num_threads() if torch is not None else None)
         cb.benchmark("gelu kernel", lambda: gelu_gpu(kernel, x_gpu, y_gpu), bytes_moved=8 * x.size,
