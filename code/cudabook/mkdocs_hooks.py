@@ -60,7 +60,7 @@ FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
 FENCED_BLOCK = re.compile(r"^(\s*)(`{3,}|~{3,}).*?^\1\2\s*$", re.M | re.S)   # a whole fenced block
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 ANNOTATION = re.compile(r"^\d+\.\s")
-FIELD = re.compile(r"\[\[rec:([\w-]+/[\w-]+):((?:(?:bench|check)\[[^\]|]+\]\.)?[\w.]+)(?:\|([^\]]+))?\]\]")
+FIELD = re.compile(r"\[\[rec:([\w-]+/[\w-]+):((?:(?:bench|check)\[[^\]|]+\]\.)?[\w.-]+)(?:\|([^\]]+))?\]\]")
 BENCH_FIELD = re.compile(r"bench\[([^\]|]+)\]\.(\w+)$")
 CHECK_FIELD = re.compile(r"check\[([^\]|]+)\]\.(norm_rel_err|worst_ratio|k|n|outside)$")
 CHECK_FORMATS = {"norm_rel_err": ".1e", "worst_ratio": ".2g", "k": ",.0f"}   # unless the field gives one
@@ -340,6 +340,7 @@ def _values(rec: record.Record, b=None) -> dict:
         "sm": "sm_" + str(env.get("compute_capability", "")).replace(".", ""),
         "pycuda": env.get("pycuda"), "python": env.get("python"), "torch": env.get("torch"),
         "nvcc": env.get("nvcc"), "host_cpu": env.get("host_cpu"), "host_cores": env.get("host_cores"),
+        "host_physical_cores": env.get("host_physical_cores"), "host_simd": env.get("host_simd"),
         "rate": b and record.benchmark_rate_text(b),
         "copy": b and (b.ceiling_bytes_per_s is not None) and record.rate_text(b.ceiling_bytes_per_s),
         "fraction": b and f"{100 * b.fraction_of_ceiling:.0f}%",
@@ -363,7 +364,7 @@ def _values(rec: record.Record, b=None) -> dict:
             "ratio_p20": base and f"{base.ratio_p20:.2f}",
             "ratio_p80": base and f"{base.ratio_p80:.2f}",
             "spread": base and f"{base.ratio:.2f} (p20 {base.ratio_p20:.2f}, p80 {base.ratio_p80:.2f})",
-            "rounds": base and f"{len(base.rounds)}",
+            "rounds": base and f"{base.rounds}",
             "baseline_kernels": base and base.side.kernels and ", ".join(base.side.kernels),
             "baseline_how": base and base.side.how,
             "sm_clock": state and f"{state['before']['sm_clock_mhz']}-{state['after']['sm_clock_mhz']} MHz",
@@ -402,14 +403,19 @@ _MISSING = object()
 
 def _fact(facts: dict, path: str):
     """A fact by its key, or by a dotted path into a nested fact
-    (rel_err.pairwise); _MISSING when the record has neither."""
+    (rel_err.pairwise), where a whole number picks an item of a list
+    (sweep.-1.numpy_ms: the last row's); _MISSING when the record has
+    neither."""
     if path in facts:
         return facts[path]
     value = facts
     for key in path.split("."):
-        if not isinstance(value, dict) or key not in value:
+        if isinstance(value, list) and key.lstrip("-").isdigit() and -len(value) <= int(key) < len(value):
+            value = value[int(key)]
+        elif isinstance(value, dict) and key in value:
+            value = value[key]
+        else:
             return _MISSING
-        value = value[key]
     return value
 
 
