@@ -590,9 +590,6 @@ def test_matmul_tc_puts_this_record_against_the_earlier_ones():
     wg = _facts("matmul_tc/wgmma_gemm")
     smaller = wg["wgmma_gemm_4096_of_cublas"] > wg["wgmma_gemm_8192_of_cublas"]
     _says_exactly_what_holds(text, {
-        # The nine records before this one had cuBLAS at 678 to 700 TFLOP/s at 8192 in wgmma_gemm's run.
-        "in this one it was a little smaller, with cuBLAS faster at 8192 than in any of them":
-            smaller and wg["cublas_8192_tflops"] > 700.2,
         "in this one it was larger too": not smaller,
     }, "matmul_tc", f"wgmma_gemm at {wg['wgmma_gemm_4096_of_cublas']:.3f} of cuBLAS at 4096 and "
                     f"{wg['wgmma_gemm_8192_of_cublas']:.3f} at 8192, cuBLAS {wg['cublas_8192_tflops']:.0f} TFLOP/s")
@@ -609,38 +606,27 @@ def test_global_memory_exercise_1_ranks_the_offset_of_four_as_the_record_does():
     beside the offsets of one and two: the words must match the record."""
     facts, text = _facts_and_chapter_text("global_memory/ex1_float2_sectors")
     gbs = {r["offset"]: r["gbs"] for r in facts["rows"] if r["stride"] == 1}
-    level = abs(gbs[4] - gbs[2]) < 0.01 * gbs[2]
+    level = {k: abs(gbs[4] - gbs[k]) < 0.01 * gbs[k] for k in (1, 2)}
     _says_exactly_what_holds(text, {
         "it cost less than the offsets of one and two.": gbs[4] > max(gbs[1], gbs[2]),
         "it cost about as much as the offset of two, and more than the offset of one.":
-            level and gbs[4] < gbs[1],
+            level[2] and gbs[4] < gbs[1],
+        "it cost about as much as the offset of one, and less than the offset of two.":
+            level[1] and not level[2] and gbs[4] > gbs[2],
     }, "global_memory", f"GB/s by offset {gbs}")
 
 
 def test_caches_says_how_close_the_two_kernels_read_from_hbm():
-    """Caches says that from 80 MiB on the two kernels read within about 2%
-    of each other, read_sum_l2 a little behind: every size of the record from
-    80 MiB on must bear that out."""
+    """Caches says that from 80 MiB on the two kernels read within about 3%
+    of each other, and at the same rate (within 1%) from 128 MiB on: every
+    size of the record from there on must bear that out."""
     facts, text = _facts_and_chapter_text("caches/read_staircase")
-    said = "From 80 MiB on, the two kernels read within about 2% of each other (`read_sum_l2`, whose loop is " \
-           "not unrolled, a little behind)"
-    assert said in text, f"chapters/caches/index.md no longer says {said!r}; update this test"
-    rows = [r for r in facts["sweep"] if r["bytes"] >= 80 << 20]
-    gaps = [1 - r["read_sum_l2_gbs"] / r["read_sum_gbs"] for r in rows]
-    assert rows and all(0 <= g < 0.03 for g in gaps), f"read_sum_l2 behind read_sum by {gaps}: {said!r}"
-
-
-def test_caches_exercise_1_says_where_ldg_and_the_rolled_loop_were_level():
-    """Caches' exercise 1 says read_ldg and read_rolled were level from HBM
-    and that in the L1s read_ldg fell further behind: a record where either
-    stops holding fails here until the solution follows."""
-    facts, text = _facts_and_chapter_text("caches/ex1_read_only")
-    for said in ("From HBM the two were level", "In the L1s `read_ldg` fell further behind than `read_rolled`"):
-        assert said in text, f"chapters/caches/index.md no longer says {said!r}; update this test"
-    hbm = abs(facts["hbm_read_ldg_share"] - facts["hbm_read_rolled_share"])
-    assert hbm < 0.01, f"from HBM read_ldg and read_rolled differ by {hbm:.3f} of read_sum's rate, not level"
-    l1 = facts["l1_read_rolled_share"] - facts["l1_read_ldg_share"]
-    assert l1 > 0.01, f"in the L1s read_ldg is only {l1:.3f} of read_sum's rate behind read_rolled"
+    said = "From 80 MiB on, the two kernels read within about 3% of each other, and from 128 MiB on at the same rate"
+    assert said in " ".join(text.split()), f"chapters/caches/index.md no longer says {said!r}; update this test"
+    for start, most in ((80, 0.035), (128, 0.01)):
+        rows = [r for r in facts["sweep"] if r["bytes"] >= start << 20]
+        gaps = [abs(1 - r["read_sum_l2_gbs"] / r["read_sum_gbs"]) for r in rows]
+        assert rows and all(g < most for g in gaps), f"from {start} MiB the kernels differ by {gaps}: {said!r}"
 
 
 def test_transformer_compares_its_three_runs_as_the_records_do():
@@ -662,6 +648,8 @@ def test_transformer_compares_its_three_runs_as_the_records_do():
     main, others = runs["eager"][0], runs["eager"][1:]
     one_longer = ours and others[0] > 1.05 * main and level([main, others[1]])   # exercise 2's, not 3's
     three_longer = ours and others[1] > 1.05 * main and level([main, others[0]])  # exercise 3's, not 2's
+    graphs = [block["graph_ms"], one["b8_graph_ms"], long["t1024_graph_ms"]]
+    main_longer = ours and level(graphs) and main > 1.05 * max(others) and level(others)   # the chapter's own
     steps8 = sum(v for k, v in block.items() if k.startswith("torch_step_") and k.endswith("_ms"))
 
     def long_steps(t):                   # PyTorch's eight steps, timed alone in exercise 3's run at T = t
@@ -697,8 +685,13 @@ def test_transformer_compares_its_three_runs_as_the_records_do():
         "finds no sign that it did, in any of the three runs": eager,
         "finds a sign that it did in one of the three runs that time the block at \\(B = 8\\), exercise 3's":
             three_longer and 0.7 < share1024 < 0.8,
+        "finds a sign that it did in one of the three runs that time the block at \\(B = 8\\), the chapter's own":
+            main_longer,
+        ("In the chapter's run the same block as Python issued it took longer than in the other two, while "
+         "its graph replay and ours did not."): main_longer,
+        "in the chapter's run PyTorch's eager block took longer than in the other two": main_longer,
         "With rung 4's products the block would have missed the target in all three runs":
-            all(e / m < 0.6 for e, m in zip(runs["eager"], mma)),
+            all(g / m < 0.6 for g, m in zip(graphs, mma)),
         ("With rung 4's products the block would have missed the target in the chapter's run and in "
          "exercise 2's, and met it only in exercise 3's, where the eager block was slow"):
             [e / m >= 0.6 for e, m in zip(runs["eager"], mma)] == [False, False, True],
@@ -706,10 +699,13 @@ def test_transformer_compares_its_three_runs_as_the_records_do():
             above == 1 and runs["eager"][2] > 0.416,
         "add up to about what its block took there.": abs(steps8 - main) < 0.1 * main,
         "So the target was met in every run of the record.":
-            min(block["of_eager"], one["b8_of_eager"], long["t1024_of_eager"]) >= 0.6,
+            min(block["of_graph"], one["b8_of_graph"], long["t1024_of_graph"]) >= 0.6,
     }, "transformer", f"the three runs at B = 8 in ms {runs}, PyTorch's steps in the first {steps8:.3f} ms")
     times = f"eager {block['eager_ms']:.3f}, ours {block['ours_ms']:.3f}, compiled {block['compile_ms']:.3f} ms"
     compiled = {  # what the chapter may say of the compiled block, and whether the record bears it out
+        "The compiled block, timed only in the chapter's run, took longer than the eager one there, "
+        "and longer than ours.":
+            block["eager_ms"] < block["compile_ms"] and 1.1 * block["ours_ms"] <= block["compile_ms"],
         "The compiled block, timed only in the chapter's run, took longer than the eager one there, "
         "and a little longer than ours.":
             block["eager_ms"] < block["ours_ms"] < block["compile_ms"] < 1.1 * block["ours_ms"],
@@ -745,11 +741,9 @@ def test_transformer_compares_its_three_runs_as_the_records_do():
     half = {t: 1.35 < g < 1.65 for t, g in gap.items()}
     host1024 = long["t1024_eager_ms"] > long_steps(1024) and gap[1024] < 1.35
     _says_exactly_what_holds(text, {
-        "At 256 and 4,096 tokens our block took about one and a half times PyTorch's time.":
-            half[256] and half[4096],
+        "At all three lengths our block took about one and a half times PyTorch's time.": all(half.values()),
         ("At 1,024 the gap was smaller in this run, and not because of ours: there the eager block took "
          "longer than its eight steps timed alone"): host1024,
-        "At 1,024 and 4,096 tokens our block took about one and a half times PyTorch's time": half[1024] and half[4096],
     }, "transformer", f"ours took {', '.join(f'{g:.2f}' for g in gap.values())} times the eager block's time "
                       f"at T = 256, 1024, 4096; at 1024 the eager block {long['t1024_eager_ms']:.3f} ms, "
                       f"its steps {long_steps(1024):.3f} ms")

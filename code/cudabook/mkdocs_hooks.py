@@ -329,7 +329,9 @@ def _values(rec: record.Record, b=None) -> dict:
     record's first benchmark. A typed entry (evidence.Measurement) also
     gives its ratio's spread (`ratio_p20`, `ratio_p80`, `spread`: "0.58
     (0.57-0.61)"), its FLOP rate and ceiling in its own unit, the kernels
-    the baseline ran, and the SM clock it ran at."""
+    the baseline ran and their summed GPU time (`baseline_kernel_time`,
+    beside `baseline_time` as the call was timed), and the SM clock it ran
+    at."""
     env = rec.environment
     b = b or (rec.benchmarks[0] if rec.benchmarks else None)
     base = b.baseline if b else None
@@ -366,6 +368,8 @@ def _values(rec: record.Record, b=None) -> dict:
             "spread": base and f"{base.ratio:.2f} (p20 {base.ratio_p20:.2f}, p80 {base.ratio_p80:.2f})",
             "rounds": base and f"{base.rounds}",
             "baseline_kernels": base and base.side.kernels and ", ".join(base.side.kernels),
+            "baseline_time": base and record.time_text(base.timing.median_ms),
+            "baseline_kernel_time": base and base.side.kernel_ms is not None and record.time_text(base.side.kernel_ms),
             "baseline_how": base and base.side.how,
             "sm_clock": state and f"{state['before']['sm_clock_mhz']}-{state['after']['sm_clock_mhz']} MHz",
             "throttled": state is not None and ("throttled" if state.get("throttled") else "not throttled"),
