@@ -15,8 +15,9 @@
 // and hands dS to dQ. Two ways to get dQ:
 //   ATOMIC  the block adds its dS K to a float32 dQ buffer with atomicAdd
 //           (every key block adds to every query row it sees);
-//   (the other way, a second kernel that walks the keys for each query
-//   tile and recomputes P and dP, is not written yet).
+//   PASS    attn_bwd_kv_nodq leaves dQ alone, and attn_bwd_dq walks the
+//           keys for each query tile, recomputing S and dP, and keeps dQ
+//           in registers: no atomics, the same bits every run.
 // attn_bwd_dq_cast: dQ from the float32 buffer, times 1 / sqrt(D), to bf16.
 // attn_lse: the forward's row statistics, recomputed (Q K^T and the online
 // maximum and sum, no P V): the book's forward kernel does not store them.
@@ -119,7 +120,7 @@ __device__ __forceinline__ void lse_body(const bf16* __restrict__ Q, const bf16*
 }
 
 // --8<-- [start:kv]
-template <int D>
+template <int D, bool ATOMIC_DQ>
 __device__ __forceinline__ void bwd_kv_body(const bf16* __restrict__ Q, const bf16* __restrict__ K,
                                             const bf16* __restrict__ V, const bf16* __restrict__ dO,
                                             const float* __restrict__ lse2, const float* __restrict__ delta,
@@ -225,6 +226,7 @@ __device__ __forceinline__ void bwd_kv_body(const bf16* __restrict__ Q, const bf
             }
             // dS^T to shared memory for dQ: this warp's 16 key rows, the
             // k16 step's 16 query columns, swizzled as a BK x BQ tile.
+            if constexpr (ATOMIC_DQ)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int r = warp * 16 + g + 8 * h;
@@ -238,6 +240,7 @@ __device__ __forceinline__ void bwd_kv_body(const bf16* __restrict__ Q, const bf
             }
         }
         __syncthreads();
+        if constexpr (ATOMIC_DQ)
         // dQ (BQ x D) += dS (BQ x BK) K (BK x D): warp w takes queries
         // 16 w .. 16 w + 15. A = dS, read from dS^T with .trans; B = K,
         // k-major (.trans). Added to the float32 buffer with atomics.
@@ -288,6 +291,110 @@ __device__ __forceinline__ void bwd_kv_body(const bf16* __restrict__ Q, const bf
 }
 // --8<-- [end:kv]
 
+// --8<-- [start:dq]
+// dQ without atomics: a block per 64 queries walks the key tiles, as the
+// forward does, recomputes S = Q K^T, P and dP = dO V^T, and keeps
+// dQ += dS K in registers. It repeats two of the five products of
+// attn_bwd_kv, in return for a dQ with the same bits every run.
+template <int D>
+__device__ __forceinline__ void bwd_dq_body(const bf16* __restrict__ Q, const bf16* __restrict__ K,
+                                            const bf16* __restrict__ V, const bf16* __restrict__ dO,
+                                            const float* __restrict__ lse2, const float* __restrict__ delta,
+                                            bf16* __restrict__ dQ, int S, float c, float scale, bool causal)
+{
+    constexpr int THREADS = 128, BK = 64, BQ = 64, NT = BK / 8, DT = D / 8, ROW = 2 * D;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const uint32_t Qs = smem_addr(smem);        // BQ x D, the block's queries, loaded once
+    const uint32_t dOs = Qs + BQ * ROW;         // BQ x D, their output gradients
+    const uint32_t Ks = dOs + BQ * ROW;         // BK x D, this key tile
+    const uint32_t Vs = Ks + BK * ROW;          // BK x D, its values
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, x = lane % 8;
+    const int q0 = blockIdx.x * BQ;
+    const size_t head = (size_t)blockIdx.y * S * D;
+    Q += head; K += head; V += head; dO += head; dQ += head;
+    lse2 += (size_t)blockIdx.y * S; delta += (size_t)blockIdx.y * S;
+    const TileCopy<D, BQ, THREADS> copy_q;
+    const TileCopy<D, BK, THREADS> copy_kv;
+    copy_q(Qs, Q, q0, S);
+    copy_q(dOs, dO, q0, S);
+    cp_async_commit();
+    const uint32_t a_off = (warp * 16 + lane % 16) * ROW + (((lane / 16) ^ x) * 16);
+    const uint32_t bn_off = ((lane / 16) * 8 + x) * ROW + ((((lane / 8) % 2) ^ x) * 16);
+    const uint32_t bk_off = (((lane / 8) % 2) * 8 + x) * ROW + (((lane / 16) ^ x) * 16);
+    float lse[2], dl[2];                        // the statistics of this lane's two rows
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = q0 + warp * 16 + g + 8 * h;
+        lse[h] = row < S ? lse2[row] : 0.0f;
+        dl[h] = row < S ? delta[row] : 0.0f;
+    }
+    float dq[DT][4] = {};
+    const int kv_end = causal ? min(S, q0 + BQ) : S;
+    for (int k0 = 0; k0 < kv_end; k0 += BK) {
+        copy_kv(Ks, K, k0, S);
+        copy_kv(Vs, V, k0, S);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        float s[NT][4] = {}, dp[NT][4] = {};    // S = Q K^T and dP = dO V^T, rows = queries
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+            uint32_t aq[4], ao[4];
+            ldmatrix_x4(aq, Qs + (a_off ^ (32 * ks)));
+            ldmatrix_x4(ao, dOs + (a_off ^ (32 * ks)));
+#pragma unroll
+            for (int n = 0; n < NT; n += 2) {
+                uint32_t bk[4], bv[4];
+                ldmatrix_x4(bk, Ks + (bn_off ^ (32 * ks)) + n * 8 * ROW);
+                ldmatrix_x4(bv, Vs + (bn_off ^ (32 * ks)) + n * 8 * ROW);
+                mma_bf16(s[n], aq, bk[0], bk[1]);
+                mma_bf16(s[n + 1], aq, bk[2], bk[3]);
+                mma_bf16(dp[n], ao, bv[0], bv[1]);
+                mma_bf16(dp[n + 1], ao, bv[2], bv[3]);
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int query = q0 + warp * 16 + g + 8 * h;
+#pragma unroll
+            for (int n = 0; n < NT; ++n)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int key = k0 + n * 8 + 2 * t + e;
+                    const bool masked = key >= S || query >= S || (causal && key > query);
+                    const float p = masked ? 0.0f : exp2f(fmaf(s[n][2 * h + e], c, -lse[h]));
+                    dp[n][2 * h + e] = p * (dp[n][2 * h + e] - dl[h]);            // dS
+                }
+        }
+        // dQ += dS K: A = dS from the accumulators, B = K, k-major (.trans).
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+            uint32_t a[4];
+            a[0] = pack_bf16(dp[2 * kk][0], dp[2 * kk][1]);
+            a[1] = pack_bf16(dp[2 * kk][2], dp[2 * kk][3]);
+            a[2] = pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+            a[3] = pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+#pragma unroll
+            for (int d = 0; d < DT; d += 2) {
+                uint32_t b[4];
+                ldmatrix_x4_trans(b, Ks + kk * 16 * ROW + (bk_off ^ (16 * d)));
+                mma_bf16(dq[d], a, b[0], b[1]);
+                mma_bf16(dq[d + 1], a, b[2], b[3]);
+            }
+        }
+        __syncthreads();                        // before the next tile overwrites K and V
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int query = q0 + warp * 16 + g + 8 * h;
+        if (query >= S) continue;
+        uint32_t* out = reinterpret_cast<uint32_t*>(dQ + (size_t)query * D + 2 * t);
+#pragma unroll
+        for (int d = 0; d < DT; ++d) out[d * 4] = pack_bf16(dq[d][2 * h] * scale, dq[d][2 * h + 1] * scale);
+    }
+}
+// --8<-- [end:dq]
+
 #define BWD(D)                                                                                      \
     extern "C" __global__ __launch_bounds__(128) void attn_bwd_delta_d##D(                          \
         const bf16* dO, const bf16* O, float* delta, long long rows)                                \
@@ -304,7 +411,19 @@ __device__ __forceinline__ void bwd_kv_body(const bf16* __restrict__ Q, const bf
         const float* delta, float* dQacc, bf16* dK, bf16* dV, int S, float c, float scale,          \
         int causal)                                                                                 \
     {                                                                                               \
-        bwd_kv_body<D>(Q, K, V, dO, lse2, delta, dQacc, dK, dV, S, c, scale, causal != 0);          \
+        bwd_kv_body<D, true>(Q, K, V, dO, lse2, delta, dQacc, dK, dV, S, c, scale, causal != 0);    \
+    }                                                                                               \
+    extern "C" __global__ __launch_bounds__(128) void attn_bwd_kv_nodq_d##D(                        \
+        const bf16* Q, const bf16* K, const bf16* V, const bf16* dO, const float* lse2,             \
+        const float* delta, bf16* dK, bf16* dV, int S, float c, float scale, int causal)            \
+    {                                                                                               \
+        bwd_kv_body<D, false>(Q, K, V, dO, lse2, delta, nullptr, dK, dV, S, c, scale, causal != 0); \
+    }                                                                                               \
+    extern "C" __global__ __launch_bounds__(128) void attn_bwd_dq_d##D(                             \
+        const bf16* Q, const bf16* K, const bf16* V, const bf16* dO, const float* lse2,             \
+        const float* delta, bf16* dQ, int S, float c, float scale, int causal)                      \
+    {                                                                                               \
+        bwd_dq_body<D>(Q, K, V, dO, lse2, delta, dQ, S, c, scale, causal != 0);                     \
     }
 
 BWD(64)
