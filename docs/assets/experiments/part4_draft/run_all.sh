@@ -12,12 +12,12 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .
 export PYTHONPATH=code:/tmp/site
 timeout 100 bash .gpu/gpu-env.sh python3 docs/assets/experiments/torch_threads_order.py > "$OUT/threads_order.txt" 2>&1
 echo "== threads order rc=$?"; grep -v Warn "$OUT/threads_order.txt" | tail -8
-for d in cross_entropy adamw embedding_backward bias_grad attention_backward; do
+for d in cross_entropy adamw embedding_backward bias_grad attention_backward linear_backward; do
   timeout "${EACH:-120}" bash .gpu/gpu-env.sh python3 "docs/assets/experiments/part4_draft/$d.py" --bench > "$OUT/$d.txt" 2>&1
   echo "== $d rc=$?"; grep -E "^(FAIL|ok )|ours|ratio|GB/s|Error|error" "$OUT/$d.txt" | grep -v "^ok " | tail -14
   grep -c "^ok " "$OUT/$d.txt"
 done
-for d in cross_entropy adamw embedding_backward bias_grad attention_backward; do
+for d in cross_entropy adamw embedding_backward bias_grad attention_backward linear_backward; do
   timeout 120 bash .gpu/gpu-env.sh compute-sanitizer --tool memcheck --error-exitcode 9 python3 \
     "docs/assets/experiments/part4_draft/$d.py" $([ "$d" = adamw ] && echo --n 1027) > "$OUT/san_$d.txt" 2>&1
   echo "== memcheck $d rc=$?"; tail -2 "$OUT/san_$d.txt"
