@@ -147,6 +147,47 @@ __device__ __forceinline__ void gemm_t(const TensorMap* a_map, const TensorMap* 
     });
 }
 
+// --8<-- [start:gelu_bwd]
+// GELU's derivative, tanh form: with u = k (v + 0.044715 v^3) and
+// gelu(v) = v (1 + tanh u) / 2,
+//   gelu'(v) = (1 + tanh u) / 2 + v (1 - tanh^2 u) k (1 + 3 0.044715 v^2) / 2.
+__device__ __forceinline__ float gelu_tanh_grad(float v)
+{
+    const float k = 0.7978845608f;  // sqrt(2 / pi)
+    const float th = tanhf(k * (v + 0.044715f * v * v * v));
+    return 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * k * (1.0f + 3.0f * 0.044715f * v * v);
+}
+
+// dX of the MLP's second product, c_proj2, is the gradient of GELU's output;
+// the gradient of its input, what c_fc's backward needs, is that times
+// gelu'(pre), pre the activation before the GELU that the forward kept. One
+// more read (pre) in the epilogue saves a kernel that would read dX, read
+// pre and write the result.
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+gemm_dx_gelu(const TensorMap* a_map, const TensorMap* b_map, const bf16* __restrict__ pre,
+             bf16* __restrict__ C, int M, int N, int K)
+{
+    wgmma_tile_t<false, true>(a_map, b_map, M, N, K, [&](const float (&d)[128], int row0, int col0) {
+        const int lane = threadIdx.x % 32;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {             // unrolled: d's indices stay constants,
+            const int col = col0 + 8 * j + 2 * (lane % 4);  // so d stays in registers
+            if (col >= N) break;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = row0 + lane / 4 + 8 * h;
+                if (row >= M) continue;
+                const size_t at = (size_t)row * N + col;
+                const __nv_bfloat162 p = *reinterpret_cast<const __nv_bfloat162*>(pre + at);
+                *reinterpret_cast<__nv_bfloat162*>(C + at) = __floats2bfloat162_rn(
+                    d[4 * j + 2 * h] * gelu_tanh_grad(__low2float(p)),
+                    d[4 * j + 2 * h + 1] * gelu_tanh_grad(__high2float(p)));
+            }
+        }
+    });
+}
+// --8<-- [end:gelu_bwd]
+
 // dX = dY W: A K-major (dY), B K-major (w_t).
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_dx(const TensorMap* a_map, const TensorMap* b_map, bf16* __restrict__ C, int M, int N, int K)

@@ -10,7 +10,10 @@ kernel that takes one layout must pay).
 
 Run:    PYTHONPATH=code python3 docs/assets/experiments/part4_draft/linear_backward.py [--seed S] [--bench]
 Checks: (M, K, N) = (1, 8, 8), (130, 72, 264), (1000, 200, 264),
-        (8192, 768, 3072): inputs whole numbers from {-2, ..., 2} (every
+        (8192, 768, 3072), for dX, dW^T and dX through GELU's derivative
+        (gemm_dx_gelu, the product's sums exact, gelu'(pre) within 32
+        float32 units),
+        inputs whole numbers from {-2, ..., 2} (every
         fp32 sum exact), so each gradient must equal the exact product
         rounded once to bf16, element for element; then N(0, 1) inputs,
         within the fp32 sum's bound (twice the reduction's length, in
@@ -49,10 +52,10 @@ def load_kernels():
         raise cb.Unavailable(f"wgmma needs a compute capability 9.0 GPU; this {gpu.name} is {gpu.arch}")
     module = cb.compile(KERNEL_FILE, arch=wgmma_gemm.ARCH)       # wgmma and setmaxnreg: sm_90a
     out = {}
-    for name in ("gemm_dx", "gemm_dw"):
+    for name in ("gemm_dx", "gemm_dw", "gemm_dx_gelu"):
         f = module.get_function(name)
         f.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, wgmma_gemm.SHARED_BYTES)
-        out[name] = f.prepare("PPPiii")
+        out[name] = f.prepare("PPPPiii" if name == "gemm_dx_gelu" else "PPPiii")
     return out
 
 
@@ -80,6 +83,31 @@ def grad_x(kernels, dy, w_t, dx) -> None:
     a_map = wgmma_gemm.tensor_map(int(dy.gpudata), m, n, BM, BK)       # A = dY, K-major
     b_map = wgmma_gemm.tensor_map(int(w_t.gpudata), k, n, BN, BK)      # B = W, K-major: w_t's rows
     _launch(kernels["gemm_dx"], a_map, b_map, dx, m, k, n)
+
+
+def grad_x_gelu(kernels, dy, w_t, pre, dx) -> None:
+    """dx = (dy @ w_t.T) * gelu'(pre): the gradient through c_proj2 and the
+    GELU before it, pre (M, K) the activation the forward kept; as grad_x."""
+    _bf16_2d("dy", dy)
+    m, n = dy.shape
+    _bf16_2d("w_t", w_t)
+    k = w_t.shape[0]
+    if w_t.shape[1] != n or k % 8 or n % 8:
+        raise ValueError(f"w_t: expected (K, {n}) with K and N multiples of 8, got {tuple(w_t.shape)}")
+    _bf16_2d("pre", pre, (m, k))
+    _bf16_2d("dx", dx, (m, k))
+    a_map = wgmma_gemm.tensor_map(int(dy.gpudata), m, n, BM, BK)
+    b_map = wgmma_gemm.tensor_map(int(w_t.gpudata), k, n, BN, BK)
+    grid = cb.ceil_div(m, BM) * cb.ceil_div(k, BN)
+    kernels["gemm_dx_gelu"].prepared_call((grid, 1, 1), (THREADS, 1, 1), a_map.gpudata, b_map.gpudata,
+                                          pre.gpudata, dx.gpudata, np.int32(m), np.int32(k), np.int32(n),
+                                          shared_size=wgmma_gemm.SHARED_BYTES)
+
+
+def gelu_grad64(v):
+    k = np.sqrt(2 / np.pi)
+    th = np.tanh(k * (v + 0.044715 * v**3))
+    return 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k * (1 + 3 * 0.044715 * v * v)
 
 
 def grad_w(kernels, x, dy, dw_t) -> None:
@@ -128,6 +156,17 @@ def run_shape(kernels, m, k, n, rng):
         exact = kind == "whole numbers"
         check(f"dX {m}x{k}x{n} {kind}", dx.get(), dy64, w64.T, exact)
         check(f"dW^T {m}x{k}x{n} {kind}", dw.get(), x64.T, dy64, exact)
+        if exact:                                # the fused GELU backward: exact sums, then gelu'
+            pre16 = to_bf16(rng.standard_normal((m, k), dtype=np.float32))
+            pre = gpuarray.to_gpu(pre16)
+            dx.fill(np.uint16(0x7FC0))
+            grad_x_gelu(kernels, dy, w_t, pre, dx)
+            acc = dy64 @ w64.T
+            gp = gelu_grad64(from_bf16(pre16).astype(np.float64))
+            want = acc * gp
+            bound = np.abs(acc) * (np.abs(gp) + 1) * 32 * U32 * (1 + U_BF16) + U_BF16 * np.abs(want)
+            cb.report_check(cb.compare(f"dX through GELU {m}x{k}x{n}", from_bf16(dx.get()).astype(np.float64),
+                                       want, k=1, scale=bound / U32))
         out = {"x": x, "w_t": w_t, "dy": dy, "dx": dx, "dw": dw}
     return out
 
