@@ -22,3 +22,9 @@ for d in cross_entropy adamw embedding_backward bias_grad attention_backward lin
     "docs/assets/experiments/part4_draft/$d.py" $([ "$d" = adamw ] && echo --n 1027) > "$OUT/san_$d.txt" 2>&1
   echo "== memcheck $d rc=$?"; tail -2 "$OUT/san_$d.txt"
 done
+# issue #38's histogram draft (Part II)
+timeout 120 bash .gpu/gpu-env.sh python3 docs/assets/experiments/part2_draft/histogram.py --bench > "$OUT/histogram.txt" 2>&1
+echo "== histogram rc=$?"; grep -E "^FAIL|ratio|GB/s" "$OUT/histogram.txt" | tail -12
+timeout 120 bash .gpu/gpu-env.sh compute-sanitizer --tool memcheck --error-exitcode 9 python3 \
+  docs/assets/experiments/part2_draft/histogram.py --n 1027 > "$OUT/san_histogram.txt" 2>&1
+echo "== memcheck histogram rc=$?"; tail -2 "$OUT/san_histogram.txt"
