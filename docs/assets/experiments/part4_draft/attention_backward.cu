@@ -139,7 +139,8 @@ __device__ __forceinline__ void bwd_kv_body(const bf16* __restrict__ Q, const bf
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, x = lane % 8;
     const int k0 = blockIdx.x * BK;
     const size_t head = (size_t)blockIdx.y * S * D;
-    Q += head; K += head; V += head; dO += head; dQacc += head; dK += head; dV += head;
+    Q += head; K += head; V += head; dO += head; dK += head; dV += head;
+    if constexpr (ATOMIC_DQ) dQacc += head;     // the other way passes no buffer
     lse2 += (size_t)blockIdx.y * S; delta += (size_t)blockIdx.y * S;
 
     const TileCopy<D, BK, THREADS> copy_kv;
@@ -235,7 +236,7 @@ __device__ __forceinline__ void bwd_kv_body(const bf16* __restrict__ Q, const bf
                     const int col = kk * 16 + half * 8 + 2 * t;
                     const uint32_t addr = dSs + 2 * swz<BQ>(r, col / 8) + 2 * (col % 8);
                     const uint32_t v = h == 0 ? as[2 * half] : as[2 * half + 1];
-                    asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(v));
+                    asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(v) : "memory");
                 }
             }
         }

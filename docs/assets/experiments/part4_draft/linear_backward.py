@@ -196,6 +196,10 @@ def bench(kernels, seed):
                 tw.copy_(t["w_t"].t())
                 cuda.memcpy_dtod(w_rows.gpudata, tw.data_ptr(), 2 * n * k)
                 wgmma_gemm.wgmma_gemm(fwd, g["dy"], w_rows, g["dx"])
+            via_copy()                               # the copy must have landed before the product read it
+            same = np.array_equal(w_rows.get(), g["w_t"].get().T)
+            cb.report_check(cb.expect(f"transposed copy {m}x{k}x{n}: w_t.T, element for element", same,
+                                      "equal" if same else "differs: torch's copy and PyCUDA's were not ordered"))
             evidence.benchmark(f"linear backward dX via a transposed copy {m}x{k}x{n}", via_copy, flops=flops,
                                working_set_bytes=2 * (m * n + 2 * k * n + m * k), ceiling=ceiling)
 
