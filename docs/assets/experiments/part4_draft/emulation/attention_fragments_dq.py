@@ -1,5 +1,5 @@
 import numpy as np, math, sys
-from attention_fragments import Smem, mma, swz, reference, LOG2E
+from attention_fragments import Smem, mma, reference, LOG2E
 def offs(warp, ROW):
     a, bn, bk = [], [], []
     for lane in range(32):
