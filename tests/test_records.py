@@ -500,6 +500,38 @@ def test_a_condition_may_compare_two_benchmarks_of_one_run():
         hooks.decide(rec, "bench[a/b].fraction > 1")
 
 
+def test_prose_and_conditions_read_an_item_of_a_listed_fact():
+    """facts.sweep.-1.x and facts.sweep.4.x pick an item of a list fact, in
+    prose and in conditions alike; an index past the list is a missing fact."""
+    from types import SimpleNamespace
+
+    from cudabook import mkdocs_hooks as hooks
+
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="chapters/x/index.md"))
+    rec = record.load(listings.find("why_gpus/gelu_cpu_vs_gpu"))
+    sweep = rec.facts()["sweep"]
+    last, fifth = sweep[-1]["numpy_ms"], sweep[4]["torch_cpu_ms"]
+    assert hooks.field("why_gpus/gelu_cpu_vs_gpu", "facts.sweep.-1.numpy_ms", page, ".3f") == format(last, ".3f")
+    assert hooks.field("why_gpus/gelu_cpu_vs_gpu", "facts.sweep.4.torch_cpu_ms", page, ".3f") == format(fifth, ".3f")
+    assert hooks.decide(rec, f"facts.sweep.-1.numpy_ms/facts.sweep.-1.torch_cpu_1_ms == {last / sweep[-1]['torch_cpu_1_ms']!r}")
+    with pytest.raises(hooks.Undecided, match="no fact"):
+        hooks.decide(rec, f"facts.sweep.{len(sweep)}.numpy_ms > 0")
+    assert hooks.FIELD.fullmatch("[[rec:why_gpus/gelu_cpu_vs_gpu:facts.sweep.-1.numpy_ms|,.0f]]")
+
+
+def test_a_typed_baseline_gives_its_time_as_called_and_its_kernels_time():
+    """baseline_time and baseline_kernel_time: the library call as timed and
+    the summed GPU time of the kernels it ran (the transformer's compiled
+    block was host-bound: the first is about twice the second)."""
+    from cudabook import mkdocs_hooks as hooks
+
+    rec = record.load(listings.find("transformer/gpt2_block"))
+    b = next(b for b in rec.benchmarks if b.name == "GPT-2 block B=8 T=1024 vs torch.compile")
+    v = hooks._values(rec, b)
+    assert v["baseline_time"] == record.time_text(b.baseline.timing.median_ms)
+    assert v["baseline_kernel_time"] == record.time_text(b.baseline.side.kernel_ms)
+
+
 def test_prose_and_conditions_read_a_nested_fact_alike():
     """[[rec:...:facts.a.b]] in prose and facts.a.b in a condition find the
     same nested fact (one lookup serves both)."""
