@@ -64,21 +64,19 @@ def load_kernels():
     import pycuda.driver as cuda
 
     module = cb.compile(KERNEL_FILE)
+
+    def big(name: str, shared: int):               # a kernel that asks for more than 48 KiB
+        f = module.get_function(name)
+        f.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+        return f
+
     k = {}
     for d in (64, 128):
         k["delta", d] = module.get_function(f"attn_bwd_delta_d{d}").prepare("PPPq")
-        f = module.get_function(f"attn_lse_d{d}")
-        f.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, lse_shared(d))
-        k["lse", d] = f.prepare("PPPifi")
-        f = module.get_function(f"attn_bwd_kv_d{d}")
-        f.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, kv_shared(d))
-        k["kv", d] = f.prepare("PPPPPPPPPiffi")
-        f = module.get_function(f"attn_bwd_kv_nodq_d{d}")
-        f.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, kv_shared(d))
-        k["kv_nodq", d] = f.prepare("PPPPPPPPiffi")
-        f = module.get_function(f"attn_bwd_dq_d{d}")
-        f.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, dq_shared(d))
-        k["dq", d] = f.prepare("PPPPPPPiffi")
+        k["lse", d] = big(f"attn_lse_d{d}", lse_shared(d)).prepare("PPPifi")
+        k["kv", d] = big(f"attn_bwd_kv_d{d}", kv_shared(d)).prepare("PPPPPPPPPiffi")
+        k["kv_nodq", d] = big(f"attn_bwd_kv_nodq_d{d}", kv_shared(d)).prepare("PPPPPPPPiffi")
+        k["dq", d] = big(f"attn_bwd_dq_d{d}", dq_shared(d)).prepare("PPPPPPPiffi")
     k["cast"] = module.get_function("attn_bwd_dq_cast").prepare("PPqf")
     return k
 

@@ -59,9 +59,11 @@ def load_kernels():
     return out
 
 
-def _launch(kernel, a_map, b_map, c, m, n, k):
+def _launch(kernel, a_map, b_map, c, m, n, k, pre=None):
+    """One product C (m x n) over k; pre: gemm_dx_gelu's extra input, passed before C."""
     grid = cb.ceil_div(m, BM) * cb.ceil_div(n, BN)
-    kernel.prepared_call((grid, 1, 1), (THREADS, 1, 1), a_map.gpudata, b_map.gpudata, c.gpudata,
+    extra = (pre.gpudata,) if pre is not None else ()
+    kernel.prepared_call((grid, 1, 1), (THREADS, 1, 1), a_map.gpudata, b_map.gpudata, *extra, c.gpudata,
                          np.int32(m), np.int32(n), np.int32(k), shared_size=wgmma_gemm.SHARED_BYTES)
 
 
@@ -70,9 +72,8 @@ def _bf16_2d(name, x, shape=None):
 
 
 # --8<-- [start:launch]
-def grad_x(kernels, dy, w_t, dx) -> None:
-    """dx = dy @ w_t.T: dy (M, N), w_t (K, N), dx (M, K), bf16 bit patterns,
-    C-contiguous; K and N multiples of 8."""
+def _dx_operands(dy, w_t, dx):
+    """dX's operands checked, and their tensor maps: (a_map, b_map, m, k, n)."""
     _bf16_2d("dy", dy)
     m, n = dy.shape
     _bf16_2d("w_t", w_t)
@@ -82,26 +83,22 @@ def grad_x(kernels, dy, w_t, dx) -> None:
     _bf16_2d("dx", dx, (m, k))
     a_map = wgmma_gemm.tensor_map(int(dy.gpudata), m, n, BM, BK)       # A = dY, K-major
     b_map = wgmma_gemm.tensor_map(int(w_t.gpudata), k, n, BN, BK)      # B = W, K-major: w_t's rows
+    return a_map, b_map, m, k, n
+
+
+def grad_x(kernels, dy, w_t, dx) -> None:
+    """dx = dy @ w_t.T: dy (M, N), w_t (K, N), dx (M, K), bf16 bit patterns,
+    C-contiguous; K and N multiples of 8."""
+    a_map, b_map, m, k, n = _dx_operands(dy, w_t, dx)
     _launch(kernels["gemm_dx"], a_map, b_map, dx, m, k, n)
 
 
 def grad_x_gelu(kernels, dy, w_t, pre, dx) -> None:
     """dx = (dy @ w_t.T) * gelu'(pre): the gradient through c_proj2 and the
     GELU before it, pre (M, K) the activation the forward kept; as grad_x."""
-    _bf16_2d("dy", dy)
-    m, n = dy.shape
-    _bf16_2d("w_t", w_t)
-    k = w_t.shape[0]
-    if w_t.shape[1] != n or k % 8 or n % 8:
-        raise ValueError(f"w_t: expected (K, {n}) with K and N multiples of 8, got {tuple(w_t.shape)}")
+    a_map, b_map, m, k, n = _dx_operands(dy, w_t, dx)
     _bf16_2d("pre", pre, (m, k))
-    _bf16_2d("dx", dx, (m, k))
-    a_map = wgmma_gemm.tensor_map(int(dy.gpudata), m, n, BM, BK)
-    b_map = wgmma_gemm.tensor_map(int(w_t.gpudata), k, n, BN, BK)
-    grid = cb.ceil_div(m, BM) * cb.ceil_div(k, BN)
-    kernels["gemm_dx_gelu"].prepared_call((grid, 1, 1), (THREADS, 1, 1), a_map.gpudata, b_map.gpudata,
-                                          pre.gpudata, dx.gpudata, np.int32(m), np.int32(k), np.int32(n),
-                                          shared_size=wgmma_gemm.SHARED_BYTES)
+    _launch(kernels["gemm_dx_gelu"], a_map, b_map, dx, m, k, n, pre=pre)
 
 
 def gelu_grad64(v):
