@@ -20,7 +20,9 @@
 //                      chapter 14's column_sum_f32 adds in order.
 //   add_bf16_to_f32    dst += src, the tied embedding's two halves.
 //   bf16_to_f32        the residual gradient for the embedding's backward,
-//                      which reads float32.
+//                      which reads float32; f32_to_bf16 the other way, for
+//                      the float32 gradients into AdamW's bf16 buffer.
+//   embed_forward      x = wte[tok] + wpe[t], the first layer.
 
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -178,6 +180,29 @@ LN_BWD(2)
 LN_BWD(3)
 LN_BWD(4)
 // --8<-- [end:ln_bwd]
+
+// x[b T + t] = wte[tok[b T + t]] + wpe[t], 8 channels a thread.
+extern "C" __global__ void embed_forward(const int* __restrict__ tok, const bf16* __restrict__ wte,
+                                         const bf16* __restrict__ wpe, bf16* __restrict__ x, int M, int T, int C)
+{
+    const int n8 = M * C / 8;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
+        const int e = 8 * i, row = e / C, c = e % C;
+        uint4 a = *reinterpret_cast<const uint4*>(wte + (size_t)tok[row] * C + c);
+        const uint4 b = *reinterpret_cast<const uint4*>(wpe + (size_t)(row % T) * C + c);
+        __nv_bfloat162* av = reinterpret_cast<__nv_bfloat162*>(&a);
+        const __nv_bfloat162* bv = reinterpret_cast<const __nv_bfloat162*>(&b);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) av[k] = __hadd2(av[k], bv[k]);
+        *reinterpret_cast<uint4*>(x + e) = a;
+    }
+}
+
+extern "C" __global__ void f32_to_bf16(const float* __restrict__ src, bf16* __restrict__ dst, long long n)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        dst[i] = __float2bfloat16_rn(src[i]);
+}
 
 extern "C" __global__ void add_bf16_to_f32(float* __restrict__ dst, const bf16* __restrict__ src, long long n)
 {

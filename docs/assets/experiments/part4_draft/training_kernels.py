@@ -39,6 +39,9 @@ def load_kernels():
     for j in (1, 2, 3, 4):
         k["ln", j] = m.get_function(f"layernorm_bwd_add_j{j}").prepare("PPPPPPPPi")
     k["column_sum"] = ln.load_kernels()["column_sum"]
+    k["embed_fwd"] = m.get_function("embed_forward").prepare("PPPPiii")
+    k["f32_to_bf16"] = m.get_function("f32_to_bf16").prepare("PPq")
+    k["bf16_to_f32"] = m.get_function("bf16_to_f32").prepare("PPq")
     return k
 
 

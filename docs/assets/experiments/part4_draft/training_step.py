@@ -65,8 +65,10 @@ class NumpyOps:
         (N, K) row-major (the tied output embedding reads wte so)."""
         return a @ w.T
 
-    def qkv_heads(self, qkv, b, t, h):
-        """transformer/gpt2_block.linear_qkv writes q, k, v one head at a time."""
+    def linear_qkv(self, a, w_t, bias, b, t, h):
+        """transformer/gpt2_block.linear_qkv: a @ w_t + bias, written as q,
+        k, v one head at a time, (B, H, T, D) each."""
+        qkv = a @ w_t + bias
         c = qkv.shape[1] // 3
         return [z.reshape(b, t, h, c // h).transpose(0, 2, 1, 3) for z in np.split(qkv, 3, axis=1)]
 
@@ -102,6 +104,14 @@ class NumpyOps:
         g[np.arange(len(targets)), targets] -= 1
         return losses, g * scale
 
+    def zeros_like(self, a):
+        """A zeroed buffer (a memset on the GPU)."""
+        return np.zeros_like(a)
+
+    def mean(self, losses) -> float:
+        """The batch's mean loss, on the host (the GPU copies N floats back)."""
+        return float(np.mean(losses))
+
     def grad_x(self, dy, w_t):
         """backprop/linear_backward.grad_x: dy @ w_t.T."""
         return dy @ w_t.T
@@ -130,21 +140,31 @@ class NumpyOps:
         ds = p * (dp - delta)
         return ds @ k / math.sqrt(d), np.swapaxes(ds, -1, -2) @ q / math.sqrt(d), dv
 
-    def layernorm_backward(self, dy, x, g, mean, rstd):
-        """softmax_norm/layernorm.layernorm_backward: dx, dgamma, dbeta."""
+    def layernorm_backward_add(self, dres, dy, x, g, mean, rstd):
+        """training_kernels.layernorm_bwd_add: dres += LayerNorm's dx (in
+        place on the GPU), and dgamma, dbeta."""
         xhat = (x - mean[:, None]) * rstd[:, None]
         gy = dy * g
         dx = rstd[:, None] * (gy - gy.mean(1, keepdims=True) - xhat * (gy * xhat).mean(1, keepdims=True))
-        return dx, (dy * xhat).sum(0), dy.sum(0)
+        return dres + dx, (dy * xhat).sum(0), dy.sum(0)
 
-    def embed_backward(self, dx, tok, vocab, context):
-        """backprop/embedding_backward (sorted: deterministic) for wte, and
-        the column sums over the batch for wpe."""
+    def merge_qkv_grad(self, dq, dk, dv):
+        """training_kernels.merge_qkv_grad: (B T, 3 H D) from three (B, H, T, D)."""
+        return np.concatenate([self.merge_heads(z) for z in (dq, dk, dv)], axis=1)
+
+    def linear_nn(self, a, w):
+        """matmul_tc/wgmma_gemm: a @ w, no bias (w stored (K, N) row-major)."""
+        return a @ w
+
+    def embed_backward(self, dwte_tied, dx, tok, context):
+        """wte's gradient: the tied output product's half (dwte_tied) plus
+        backprop/embedding_backward's scatter of dx (sorted: deterministic);
+        wpe's: backprop/bias_grad over dx viewed as (B, T C)."""
         b, t = tok.shape
-        dwte = np.zeros((vocab, dx.shape[1]))
+        dwte = dwte_tied.copy()
         np.add.at(dwte, tok.reshape(-1), dx)
         dwpe = np.zeros((context, dx.shape[1]))
-        dwpe[:t] = dx.reshape(b, t, -1).sum(0)
+        dwpe[:t] = self.bias_grad(dx.reshape(b, t * dx.shape[1])).reshape(t, -1)
         return dwte, dwpe
 
 
@@ -170,7 +190,7 @@ def forward(ops, p: dict, tok, targets, cfg) -> tuple[float, dict]:
         keep[q + "x"] = x                                   # the residual stream entering the layer
         a, keep[q + "mean1"], keep[q + "rstd1"] = ops.layernorm(x, p[q + "ln1_g"], p[q + "ln1_b"])
         keep[q + "a1"] = a
-        qh, kh, vh = ops.qkv_heads(ops.linear(a, p[q + "attn_wt"], p[q + "attn_b"]), b, t, h)
+        qh, kh, vh = ops.linear_qkv(a, p[q + "attn_wt"], p[q + "attn_b"], b, t, h)
         o, lse2 = ops.attention(qh, kh, vh)
         keep[q + "qkv"], keep[q + "o"], keep[q + "lse2"] = (qh, kh, vh), o, lse2
         y = ops.merge_heads(o)
@@ -186,13 +206,9 @@ def forward(ops, p: dict, tok, targets, cfg) -> tuple[float, dict]:
     xf, keep["meanf"], keep["rstdf"] = ops.layernorm(x, p["lnf_g"], p["lnf_b"])
     keep["af"] = xf
     logits = ops.linear_nt(xf, p["wte"])                    # tied: the output product reads wte as it is
-    losses, keep["dlogits"] = ops.cross_entropy(logits, targets.reshape(-1), 1.0 / losses_count(tok))
-    return float(losses.mean()), keep
+    losses, keep["dlogits"] = ops.cross_entropy(logits, targets.reshape(-1), 1.0 / tok.size)
+    return ops.mean(losses), keep
 # --8<-- [end:forward]
-
-
-def losses_count(tok) -> int:
-    return tok.size
 
 
 # --8<-- [start:backward]
@@ -203,9 +219,10 @@ def backward(ops, p: dict, keep: dict, tok, cfg) -> dict:
     h, L = cfg.heads, cfg.layers
     g = {}
     dlogits = keep["dlogits"]
-    dxf = ops.linear(dlogits, p["wte"], 0.0)                # d(xf) = dlogits @ wte: the forward layout
-    g["wte"] = ops.grad_w(dlogits, keep["af"])              # dwte = dlogits^T xf (the tied half)
-    dx, g["lnf_g"], g["lnf_b"] = ops.layernorm_backward(dxf, keep["xf"], p["lnf_g"], keep["meanf"], keep["rstdf"])
+    dxf = ops.linear_nn(dlogits, p["wte"])                  # d(xf) = dlogits @ wte: the forward layout
+    dwte_tied = ops.grad_w(dlogits, keep["af"])             # dwte = dlogits^T xf (the tied half)
+    dx, g["lnf_g"], g["lnf_b"] = ops.layernorm_backward_add(ops.zeros_like(keep["xf"]), dxf, keep["xf"],
+                                                            p["lnf_g"], keep["meanf"], keep["rstdf"])
     for i in reversed(range(L)):
         q = f"h{i}."
         # MLP: x3 = x2 + fc2(gelu(fc(ln2(x2))))
@@ -215,9 +232,8 @@ def backward(ops, p: dict, keep: dict, tok, cfg) -> dict:
         g[q + "fc_wt"] = ops.grad_w(keep[q + "a2"], dpre)
         g[q + "fc_b"] = ops.bias_grad(dpre)
         da = ops.grad_x(dpre, p[q + "fc_wt"])
-        dln, g[q + "ln2_g"], g[q + "ln2_b"] = ops.layernorm_backward(da, keep[q + "x2"], p[q + "ln2_g"],
-                                                                     keep[q + "mean2"], keep[q + "rstd2"])
-        dx = dx + dln                                       # the residual branch's gradient joins
+        dx, g[q + "ln2_g"], g[q + "ln2_b"] = ops.layernorm_backward_add(    # the branch's gradient joins dx
+            dx, da, keep[q + "x2"], p[q + "ln2_g"], keep[q + "mean2"], keep[q + "rstd2"])
         # attention: x2 = x + proj(merge(attn(heads(c_attn(ln1(x))))))
         g[q + "proj_wt"] = ops.grad_w(keep[q + "y"], dx)
         g[q + "proj_b"] = ops.bias_grad(dx)
@@ -225,15 +241,13 @@ def backward(ops, p: dict, keep: dict, tok, cfg) -> dict:
         qh, kh, vh = keep[q + "qkv"]
         dq, dk, dv = ops.attention_backward(qh, kh, vh, keep[q + "o"], ops.split_heads(dy, b, t, h),
                                             keep[q + "lse2"])
-        dqkv = np.concatenate([ops.merge_heads(z) for z in (dq, dk, dv)], axis=1)
+        dqkv = ops.merge_qkv_grad(dq, dk, dv)
         g[q + "attn_wt"] = ops.grad_w(keep[q + "a1"], dqkv)
         g[q + "attn_b"] = ops.bias_grad(dqkv)
         da = ops.grad_x(dqkv, p[q + "attn_wt"])
-        dln, g[q + "ln1_g"], g[q + "ln1_b"] = ops.layernorm_backward(da, keep[q + "x"], p[q + "ln1_g"],
-                                                                     keep[q + "mean1"], keep[q + "rstd1"])
-        dx = dx + dln
-    dwte, g["wpe"] = ops.embed_backward(dx, tok, cfg.vocab, cfg.context)
-    g["wte"] = g["wte"] + dwte                              # the tied embedding's two halves
+        dx, g[q + "ln1_g"], g[q + "ln1_b"] = ops.layernorm_backward_add(
+            dx, da, keep[q + "x"], p[q + "ln1_g"], keep[q + "mean1"], keep[q + "rstd1"])
+    g["wte"], g["wpe"] = ops.embed_backward(dwte_tied, dx, tok, cfg.context)   # the tied embedding's two halves
     return g
 # --8<-- [end:backward]
 
