@@ -1,0 +1,239 @@
+"""Decoding's products: 1 to 8 tokens times a weight matrix, at the speed weights stream from memory.
+
+Draft for Part V ("Serving a model"), not yet a listing, and not yet run on
+a GPU: run it from the repository root with PYTHONPATH=code. y = x W^T
+for x (B, K) bf16, B = 1, 2, 4 or 8, and W (N, K) in one of three formats:
+bf16; int8 with a float32 scale a row (weight-only quantisation, per
+output channel); FP8 E4M3 with a scale a row. One warp a row of W.
+
+Run:    PYTHONPATH=code python3 docs/assets/experiments/part5_draft/gemv.py [--seed S] [--bench]
+Checks: every format and B, at (N, K) = (1, 8), (33, 72), (768, 3072),
+        (3072, 768), (4096, 4096): first with whole numbers (x and bf16 W
+        from {-2, ..., 2}; int8 codes from {-127, ..., 127} and FP8 codes
+        from {-8, ..., 8}, every one exact in E4M3; scales powers of 2), so
+        every float32 sum is exact and y must be the exact product rounded
+        once to bf16, element for element; then x ~ N(0, 1), W ~ N(0, 0.02^2)
+        quantised as a server would (scale = max |row| / 127 or / 448),
+        each y within K float32 units of the sum of |x w| plus one bf16
+        rounding, against float64 of the same quantised weights.
+        Quantisation's own error (the quantised product against the bf16
+        one, norm-wise) is kept as a fact, not a check.
+Bench:  B = 1 and 8 at (N, K) = (4096, 4096) and GPT-2 small's c_fc (3072,
+        768) and c_proj (768, 3072): each format's time and GB/s (the
+        weights, their scales, x and y) against the copy bandwidth of the
+        same run; bf16 in alternation with torch.nn.functional.linear (the
+        call a PyTorch user makes; cuBLAS picks its kernel). Target (issue
+        #41): bf16 at B = 1 at least 0.85 of the copy bandwidth at each
+        shape.
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "code"))
+import cudabook as cb  # noqa: E402
+from cudabook import evidence  # noqa: E402
+from cudabook.bf16 import from_bf16, to_bf16  # noqa: E402
+
+KERNEL_FILE = Path(__file__).with_suffix(".cu")
+ROWS = 8
+BATCHES = (1, 2, 4, 8)
+FORMATS = ("bf16", "int8", "fp8")
+SHAPES = [(1, 8), (33, 72), (768, 3072), (3072, 768), (4096, 4096)]
+BENCH = [(4096, 4096), (3072, 768), (768, 3072)]
+TARGET = 0.85
+U32, U_BF16 = 2.0**-24, 2.0**-8
+E4M3_MAX = 448.0
+
+
+def load_kernels():
+    module = cb.compile(KERNEL_FILE)
+    k = {}
+    for b in BATCHES:
+        k["bf16", b] = module.get_function(f"gemv_bf16_b{b}").prepare("PPPii")
+        for f in ("int8", "fp8"):
+            k[f, b] = module.get_function(f"gemv_{f}_b{b}").prepare("PPPPii")
+    return k
+
+
+# --8<-- [start:launch]
+def gemv(kernels, fmt: str, x, w, y, scale=None) -> None:
+    """y = x @ W.T: x (B, K) bf16 (uint16 bit patterns), B in 1, 2, 4, 8;
+    w (N, K) bf16 (uint16), int8 (int8) or FP8 E4M3 (uint8 codes), with
+    scale (N,) float32 for the last two; y (B, N) bf16. K a multiple of 8."""
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt: expected one of {FORMATS}, got {fmt!r}")
+    cb.check_array("x", x, dtype=np.uint16, ndim=2, on_device=True, alignment=16)
+    b, k = x.shape
+    if b not in BATCHES:
+        raise ValueError(f"x: the batch must be one of {BATCHES}, got {b}")
+    if k % 8:
+        raise ValueError(f"x: K must be a multiple of 8 (16-byte pieces), got {k}")
+    dtype = {"bf16": np.uint16, "int8": np.int8, "fp8": np.uint8}[fmt]
+    cb.check_array("w", w, dtype=dtype, ndim=2, on_device=True, alignment=16)
+    n = cb.check_size("w.shape[0] (N)", w.shape[0])
+    if w.shape[1] != k:
+        raise ValueError(f"w: expected (N, {k}), got {tuple(w.shape)}")
+    cb.check_array("y", y, dtype=np.uint16, shape=(b, n), on_device=True)
+    grid, block = (cb.ceil_div(n, ROWS), 1, 1), (32 * ROWS, 1, 1)
+    if fmt == "bf16":
+        if scale is not None:
+            raise ValueError("scale: bf16 weights take none")
+        kernels[fmt, b].prepared_call(grid, block, x.gpudata, w.gpudata, y.gpudata, np.int32(n), np.int32(k))
+    else:
+        cb.check_array("scale", scale, dtype=np.float32, shape=(n,), on_device=True)
+        kernels[fmt, b].prepared_call(grid, block, x.gpudata, w.gpudata, scale.gpudata, y.gpudata, np.int32(n),
+                                      np.int32(k))
+# --8<-- [end:launch]
+
+
+# FP8 E4M3: the codes of the values a float32 rounds to, and back (for the host side).
+def _e4m3_table() -> np.ndarray:
+    vals = np.zeros(256)
+    for c in range(256):
+        s, e, m = c >> 7, (c >> 3) & 0xF, c & 7
+        if e == 15 and m == 7:
+            vals[c] = np.nan
+        elif e == 0:
+            vals[c] = (m / 8) * 2.0**-6
+        else:
+            vals[c] = (1 + m / 8) * 2.0 ** (e - 7)
+        vals[c] *= -1 if s else 1
+    return vals
+
+
+E4M3 = _e4m3_table()
+_FINITE = np.where(np.isfinite(E4M3))[0]
+
+
+_ORDER = _FINITE[np.argsort(E4M3[_FINITE], kind="stable")]
+_ORDER = _ORDER[np.r_[True, np.diff(E4M3[_ORDER]) != 0]]      # one code a value (+0 for 0)
+_SORTED = E4M3[_ORDER]
+
+
+def to_e4m3(a: np.ndarray) -> np.ndarray:
+    """Round to the nearest E4M3 value, as codes (a tie, which the checks
+    never meet, goes to the larger value). Within the format's range."""
+    flat = np.asarray(a, np.float64).reshape(-1)
+    hi = np.clip(np.searchsorted(_SORTED, flat), 1, len(_SORTED) - 1)
+    lo = hi - 1
+    pick = np.where(flat - _SORTED[lo] < _SORTED[hi] - flat, lo, hi)
+    return _ORDER[pick].astype(np.uint8).reshape(np.shape(a))
+
+
+def quantise(w: np.ndarray, fmt: str):
+    """(codes, scale, the dequantised weights in float64) of w (N, K)."""
+    if fmt == "bf16":
+        w16 = to_bf16(w.astype(np.float32))
+        return w16, None, from_bf16(w16).astype(np.float64)
+    top = np.abs(w).max(axis=1)
+    top[top == 0] = 1
+    if fmt == "int8":
+        scale = (top / 127).astype(np.float32)
+        q = np.clip(np.rint(w / scale[:, None]), -127, 127).astype(np.int8)
+        return q, scale, q.astype(np.float64) * scale[:, None]
+    scale = (top / E4M3_MAX).astype(np.float32)
+    q = to_e4m3(w / scale[:, None])
+    return q, scale, E4M3[q] * scale[:, None]
+
+
+def exact_weights(n, k, fmt, rng):
+    """Whole-number codes and a power-of-2 scale: every product exact."""
+    if fmt == "bf16":
+        w16 = to_bf16(rng.integers(-2, 3, (n, k)).astype(np.float32))
+        return w16, None, from_bf16(w16).astype(np.float64)
+    scale = np.full(n, 2.0**-6, np.float32)
+    if fmt == "int8":
+        q = rng.integers(-127, 128, (n, k)).astype(np.int8)
+        return q, scale, q.astype(np.float64) * scale[:, None]
+    q = to_e4m3(rng.integers(-8, 9, (n, k)).astype(np.float64))
+    return q, scale, E4M3[q] * scale[:, None]
+
+
+def run(kernels, fmt, b, n, k, rng, exact):
+    from pycuda import gpuarray
+
+    x16 = to_bf16((rng.integers(-2, 3, (b, k)) if exact else rng.standard_normal((b, k))).astype(np.float32))
+    if exact:
+        q, scale, w64 = exact_weights(n, k, fmt, rng)
+    else:
+        q, scale, w64 = quantise(0.02 * rng.standard_normal((n, k)), fmt)
+    xg, wg = gpuarray.to_gpu(x16), gpuarray.to_gpu(q)
+    sg = gpuarray.to_gpu(scale) if scale is not None else None
+    yg = gpuarray.empty((b, n), np.uint16)
+    yg.fill(np.uint16(0x7FC0))                      # bf16 NaN: every output must be written
+    gemv(kernels, fmt, xg, wg, yg, sg)
+    x64 = from_bf16(x16).astype(np.float64)
+    want = x64 @ w64.T
+    got = from_bf16(yg.get())
+    tag = f"{fmt} B={b} N={n} K={k}"
+    if exact:
+        cb.report_check(cb.compare(f"{tag} whole numbers", got.astype(np.float64),
+                                   from_bf16(to_bf16(want.astype(np.float32))).astype(np.float64), k=0))
+    else:
+        bound = k * U32 * (np.abs(x64) @ np.abs(w64).T) + U_BF16 * np.abs(want)
+        cb.report_check(cb.compare(f"{tag} random", got, want, k=1, scale=bound / U32))
+    return xg, wg, sg, yg, w64, x64
+
+
+def quantisation_error(rng, n=768, k=3072) -> dict:
+    """How far the int8 and FP8 products are from the bf16 one (norm-wise,
+    float64, the same x and the same underlying weights)."""
+    w = 0.02 * rng.standard_normal((n, k))
+    x = from_bf16(to_bf16(rng.standard_normal((1, k)).astype(np.float32))).astype(np.float64)
+    base = x @ quantise(w, "bf16")[2].T
+    return {f"{f}_rel_err_vs_bf16": float(np.linalg.norm(x @ quantise(w, f)[2].T - base) / np.linalg.norm(base))
+            for f in ("int8", "fp8")}
+
+
+def bench(kernels, seed) -> dict:
+    import torch
+
+    rng = np.random.default_rng(seed)
+    ceiling = ("device-to-device copy", cb.ceiling())
+    facts = {}
+    for n, k in BENCH:
+        for b in (1, 8):
+            times = {}
+            for fmt in FORMATS:
+                xg, wg, sg, yg, _, _ = run(kernels, fmt, b, n, k, rng, exact=False)
+                nbytes = wg.nbytes + (sg.nbytes if sg is not None else 0) + xg.nbytes + yg.nbytes
+                base = None
+                if fmt == "bf16":
+                    tx = torch.from_numpy(from_bf16(xg.get())).cuda().to(torch.bfloat16)
+                    tw = torch.from_numpy(from_bf16(wg.get())).cuda().to(torch.bfloat16)
+                    base = ("torch.nn.functional.linear(x, W)", lambda tx=tx, tw=tw: torch.nn.functional.linear(tx, tw))
+                m = evidence.benchmark(f"gemv {fmt} B={b} {n}x{k}",
+                                       lambda fmt=fmt, xg=xg, wg=wg, sg=sg, yg=yg: gemv(kernels, fmt, xg, wg, yg, sg),
+                                       bytes_moved=nbytes, ceiling=ceiling, baseline=base)
+                times[fmt] = m.timing.median_ms
+                facts[f"{fmt}_b{b}_{n}x{k}_of_copy"] = m.fraction_of_ceiling
+            for f in ("int8", "fp8"):
+                facts[f"{f}_speedup_b{b}_{n}x{k}"] = times["bf16"] / times[f]
+    met = all(facts[f"bf16_b1_{n}x{k}_of_copy"] >= TARGET for n, k in BENCH)
+    print(f"target: bf16 at B = 1 >= {TARGET} of the copy bandwidth at every shape: {'met' if met else 'MISSED'}")
+    facts.update(target=TARGET, target_met=met)
+    return facts
+
+
+def main(argv=None) -> int:
+    args = cb.parse_args(argv, __doc__, bench_n=0)
+    cb.init()
+    kernels = load_kernels()
+    rng = np.random.default_rng(args.seed)
+    for fmt in FORMATS:
+        for b in BATCHES:
+            for n, k in SHAPES:
+                for exact in (True, False):
+                    run(kernels, fmt, b, n, k, rng, exact)
+    facts = quantisation_error(rng)
+    if args.bench:
+        facts.update(bench(kernels, args.seed))
+    cb.report_facts(**facts)
+    return cb.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(cb.run(main))
