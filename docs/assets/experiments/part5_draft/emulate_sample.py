@@ -1,0 +1,104 @@
+# NumPy emulation of sample_topk.cu in float32 (keys, the two-histogram
+# select, the threads' runs, the serial scan, the crossing), run through
+# sample_topk.py's own checks: the checks pass it, and a kernel that drops
+# the ties at the threshold or forgets the temperature fails them.
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "code"))
+import sample_topk as st  # noqa: E402
+from cudabook.bf16 import from_bf16, to_bf16  # noqa: E402
+import cudabook as cb  # noqa: E402
+
+T = 256
+
+
+def keys_of(bits):
+    b = bits.astype(np.uint32)
+    return np.where(b & 0x8000, ~b & 0xFFFF, b | 0x8000)
+
+
+def value_of(key):
+    bits = np.where(key & 0x8000, key & 0x7FFF, ~key & 0xFFFF).astype(np.uint16)
+    return from_bf16(bits)
+
+
+def kth(keys, k):
+    hist = np.bincount(keys >> 8, minlength=256)
+    acc, b = 0, 255
+    while b > 0 and acc + hist[b] < k:
+        acc += hist[b]; b -= 1
+    need, prefix = k - acc, b
+    hist = np.bincount(keys[(keys >> 8) == prefix] & 0xFF, minlength=256)
+    acc, b = 0, 255
+    while b > 0 and acc + hist[b] < need:
+        acc += hist[b]; b -= 1
+    return (prefix << 8) | b
+
+
+def emulate_row(bits, u, k, temperature, variant=""):
+    keys = keys_of(bits)
+    v = len(keys)
+    m = np.float32(value_of(keys.max()))
+    thr = kth(keys, k)
+    inv = np.float32(1 / temperature) if variant != "no temperature" else np.float32(1)
+    kept = keys > thr if variant == "drop ties" else keys >= thr
+    w = np.where(kept, np.exp((value_of(keys).astype(np.float32) - m) * inv).astype(np.float32), np.float32(0))
+    per = -(-v // T)
+    runs = [np.float32(0)] * T
+    for t in range(T):
+        s = np.float32(0)
+        for j in range(t * per, min(v, t * per + per)):
+            s = np.float32(s + w[j])
+        runs[t] = s
+    total = np.float32(sum(np.float32(x) for x in runs))          # order differs from the kernel's: fine
+    start, s = [], np.float32(0)
+    for x in runs:
+        start.append(s); s = np.float32(s + x)
+    goal = np.float32(np.float32(u) * total)
+    for t in range(T):
+        nxt = start[t + 1] if t + 1 < T else total
+        if start[t] <= goal and (goal < nxt or t == T - 1):
+            s, pick = start[t], -1
+            for j in range(t * per, min(v, t * per + per)):
+                if not kept[j]:
+                    continue
+                pick = j; s = np.float32(s + w[j])
+                if s > goal:
+                    break
+            if pick >= 0:
+                return pick
+    return -1
+
+
+def trial(variant):
+    rng = np.random.default_rng(0)
+    verdicts = []
+    real = cb.report_check
+    cb.report_check = lambda r, **_: verdicts.append(r.passed) or r.passed
+    try:
+        for v, k, temp in ((7, 5, 0.7), (1000, 50, 1.0), (1000, 1000, 0.7), (3000, 1, 1.0)):
+            x16 = to_bf16((2 * rng.standard_normal((16, v))).astype(np.float32))
+            u = rng.random(16).astype(np.float32)
+            picks = np.array([emulate_row(x16[r], u[r], k, temp, variant) for r in range(16)])
+            st.check_draws(f"V={v}", picks, u, from_bf16(x16).astype(np.float64), k, temp)
+        # stratified, one row
+        v, k, n = 300, 300, 4096
+        x16 = to_bf16((2 * rng.standard_normal(v)).astype(np.float32))
+        u = ((np.arange(n) + 0.5) / n).astype(np.float32)
+        picks = np.array([emulate_row(x16, uu, k, 1.0, variant) for uu in u])
+        kept, cum = st.reference(from_bf16(x16).astype(np.float64)[None], k, 1.0)
+        prob = np.diff(np.concatenate([[0.0], cum[0]])) / cum[0, -1]
+        worst = np.abs(np.bincount(picks, minlength=v) - n * prob).max()
+        verdicts.append(bool(worst <= 2))
+    finally:
+        cb.report_check = real
+    return verdicts
+
+
+print("the kernel's algorithm:", trial(""))
+print("ties dropped at the threshold:", trial("drop ties"))
+print("temperature forgotten:", trial("no temperature"))

@@ -1,0 +1,134 @@
+// Sampling the next token: temperature, top-k, and a draw by the inverse
+// of the cumulative distribution (draft for Part V, "Serving a model";
+// not yet run on a GPU).
+//
+// For each row of bf16 logits x (V of them, V <= MAX_V) with its uniform
+// number u in [0, 1): keep the tokens whose logit is at least the k-th
+// largest (ties at the threshold all kept, so possibly more than k), give
+// each the weight exp((x_j - m) / T) (m the row's maximum, T the
+// temperature), and return the first token j, in index order, whose
+// running sum of weights reaches u times the total. One block a row:
+//   1. the row into shared memory, each logit as a 16-bit key that sorts
+//      as the number does (bf16 bits, negatives flipped);
+//   2. the k-th largest key by two 256-bin histograms (its high byte,
+//      then its low byte among those with that high byte): a radix select
+//      over 65,536 possible values, no sort;
+//   3. the weights of the kept tokens, their total, and a block-wide
+//      running sum in index order (chapter 9's scan: each thread a run of
+//      the row, its sum, a scan of the threads' sums);
+//   4. the thread whose run holds the crossing finds the token.
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#define THREADS 256
+#define MAX_V 65536                     // the keys fit 128 KiB of shared memory at most
+
+__device__ __forceinline__ uint32_t key_of(uint16_t bits)    // order-preserving: larger number, larger key
+{
+    return (bits & 0x8000u) ? (~bits & 0xFFFFu) : (bits | 0x8000u);
+}
+
+__device__ __forceinline__ float value_of(uint32_t key)
+{
+    const uint16_t bits = (key & 0x8000u) ? (uint16_t)(key & 0x7FFFu) : (uint16_t)(~key & 0xFFFFu);
+    return __bfloat162float(__ushort_as_bfloat16(bits));
+}
+
+// The block's sum of v, every thread getting it (THREADS / 32 warps).
+__device__ __forceinline__ float block_sum(float v, float* scratch)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int w = 0; w < THREADS / 32; ++w) s += scratch[w];      // the same order in every thread
+    return s;
+}
+
+// --8<-- [start:select]
+// The largest key t such that at least k keys are >= t: the k-th largest.
+__device__ uint32_t kth_largest(const uint16_t* keys, int V, int k, unsigned int* hist)
+{
+    uint32_t prefix = 0;                                   // the high byte, once found
+    int need = k;                                          // how many more from the top we need
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int b = threadIdx.x; b < 256; b += THREADS) hist[b] = 0;
+        __syncthreads();
+        for (int j = threadIdx.x; j < V; j += THREADS) {
+            const uint32_t key = keys[j];
+            if (pass == 0) atomicAdd(&hist[key >> 8], 1u);                 // shared-memory atomics:
+            else if ((key >> 8) == prefix) atomicAdd(&hist[key & 0xFF], 1u);   // privatised, chapter 9
+        }
+        __syncthreads();
+        __shared__ uint32_t found, left;
+        if (threadIdx.x == 0) {                            // walk the bins from the top
+            int b = 255, acc = 0;
+            while (b > 0 && acc + (int)hist[b] < need) acc += hist[b--];
+            found = b;
+            left = need - acc;
+        }
+        __syncthreads();
+        if (pass == 0) { prefix = found; need = left; }
+        else prefix = (prefix << 8) | found;
+        __syncthreads();
+    }
+    return prefix;
+}
+// --8<-- [end:select]
+
+// --8<-- [start:sample]
+extern "C" __global__ void __launch_bounds__(THREADS)
+sample_topk(const __nv_bfloat16* __restrict__ logits, const float* __restrict__ u, int* __restrict__ out,
+            int V, int k, float inv_temperature)
+{
+    extern __shared__ uint16_t keys[];                     // V of them
+    __shared__ unsigned int hist[256];
+    __shared__ float scratch[THREADS / 32], run_start[THREADS];
+    const size_t r = blockIdx.x;
+    const uint16_t* x = reinterpret_cast<const uint16_t*>(logits + r * V);
+    uint32_t top = 0;
+    for (int j = threadIdx.x; j < V; j += THREADS) {
+        const uint32_t key = key_of(x[j]);
+        keys[j] = (uint16_t)key;
+        top = max(top, key);
+    }
+    for (int o = 16; o > 0; o >>= 1) top = max(top, __shfl_xor_sync(0xffffffffu, top, o));
+    __shared__ uint32_t warp_top[THREADS / 32];
+    if (threadIdx.x % 32 == 0) warp_top[threadIdx.x / 32] = top;
+    __syncthreads();
+    for (int w = 0; w < THREADS / 32; ++w) top = max(top, warp_top[w]);
+    const float m = value_of(top);
+    const uint32_t threshold = kth_largest(keys, V, k, hist);
+
+    // Each thread a contiguous run of the row, so that a running sum in
+    // index order is the threads' sums scanned, then the run's own.
+    const int per = (V + THREADS - 1) / THREADS;
+    const int j0 = threadIdx.x * per, j1 = min(V, j0 + per);
+    float mine = 0.0f;
+    for (int j = j0; j < j1; ++j)
+        if (keys[j] >= threshold) mine += expf((value_of(keys[j]) - m) * inv_temperature);
+    run_start[threadIdx.x] = mine;
+    const float total = block_sum(mine, scratch);
+    __syncthreads();
+    if (threadIdx.x == 0) {                                // the threads' sums, scanned in order
+        float s = 0.0f;
+        for (int t = 0; t < THREADS; ++t) { const float v = run_start[t]; run_start[t] = s; s += v; }
+    }
+    __syncthreads();
+    const float goal = u[r] * total;
+    float s = run_start[threadIdx.x];
+    const float next = threadIdx.x + 1 < THREADS ? run_start[threadIdx.x + 1] : total;
+    if (s <= goal && (goal < next || threadIdx.x == THREADS - 1)) {   // the crossing is in this run
+        int pick = -1;
+        for (int j = j0; j < j1; ++j) {
+            if (keys[j] < threshold) continue;
+            pick = j;                                      // the last kept token so far
+            s += expf((value_of(keys[j]) - m) * inv_temperature);
+            if (s > goal) break;
+        }
+        if (pick >= 0) out[r] = pick;
+    }
+}
+// --8<-- [end:sample]
