@@ -8,6 +8,9 @@
 // query head h reads KV head h / G, G = H / HKV (G = 1 is multi-head
 // attention). The output o (B, H, D) bf16 = softmax(q K^T / sqrt(D)) V.
 //
+// The cache may be paged (vLLM's layout): pages of a fixed number of keys,
+// anywhere in one pool, a sequence's pages listed in its row of a block
+// table.
 // decode_split: one block per (chunk of `span` keys, KV head, sequence);
 // the host picks span so the grid fills the GPU (span = L: no split).
 // It loads the G queries that share its KV head, so each key and value is
@@ -31,10 +34,25 @@
 typedef __nv_bfloat16 bf16;
 
 // --8<-- [start:split]
+// The cache, contiguous: K[b, hkv, key, :]; or paged (block_table not
+// null): pages of `page` keys, K[block_table[b, key / page], hkv, key %
+// page, :], a page holding every KV head's rows for its keys.
+struct Cache {
+    const bf16* base;
+    const int* block_table;
+    int L, page, max_pages, HKV;
+    __device__ __forceinline__ const bf16* row(int b, int hkv, int key, int D) const
+    {
+        if (block_table == nullptr) return base + (((size_t)b * HKV + hkv) * L + key) * D;
+        const int phys = block_table[(size_t)b * max_pages + key / page];
+        return base + (((size_t)phys * HKV + hkv) * page + key % page) * D;
+    }
+};
+
 template <int D, int G>
-__device__ __forceinline__ void split_body(const bf16* __restrict__ q, const bf16* __restrict__ K,
-                                           const bf16* __restrict__ V, float* __restrict__ part_ml,
-                                           float* __restrict__ part_o, int L, int span, float c)
+__device__ __forceinline__ void split_body(const bf16* __restrict__ q, const Cache Kc, const Cache Vc,
+                                           float* __restrict__ part_ml, float* __restrict__ part_o, int L,
+                                           int span, float c)
 {
     constexpr int DL = D / 32;                          // output dimensions a lane
     const int chunk = blockIdx.x, hkv = blockIdx.y, b = blockIdx.z;
@@ -47,8 +65,6 @@ __device__ __forceinline__ void split_body(const bf16* __restrict__ q, const bf1
         qs[g][d] = c * __bfloat162float(q[((size_t)b * HKV * G + hkv * G + g) * D + d]);
     }
     __syncthreads();
-    const size_t head = ((size_t)b * HKV + hkv) * L * D;
-    K += head; V += head;
 
     float m[G], l[G], acc[G][DL];
 #pragma unroll
@@ -67,7 +83,7 @@ __device__ __forceinline__ void split_body(const bf16* __restrict__ q, const bf1
         if (valid) {
 #pragma unroll
             for (int d0 = 0; d0 < D; d0 += 8) {
-                const uint4 raw = *reinterpret_cast<const uint4*>(K + (size_t)key * D + d0);
+                const uint4 raw = *reinterpret_cast<const uint4*>(Kc.row(b, hkv, key, D) + d0);
                 const bf16* e = reinterpret_cast<const bf16*>(&raw);
 #pragma unroll
                 for (int j = 0; j < 8; ++j) {
@@ -96,7 +112,7 @@ __device__ __forceinline__ void split_body(const bf16* __restrict__ q, const bf1
         }
         const int n = min(32, k1 - base);               // the warp's valid keys
         for (int j = 0; j < n; ++j) {                   // the values, weighted: lane owns dims DL lane ..
-            const bf16* vr = V + (size_t)(base + j) * D + DL * lane;
+            const bf16* vr = Vc.row(b, hkv, base + j, D) + DL * lane;
             float vv[DL];
 #pragma unroll
             for (int i = 0; i < DL; ++i) vv[i] = __bfloat162float(vr[i]);
@@ -155,10 +171,15 @@ extern "C" __global__ void decode_combine(const float* __restrict__ part_ml, con
 // --8<-- [end:combine]
 
 #define SPLIT(D, G)                                                                                      \
-    extern "C" __global__ void __launch_bounds__(THREADS)                                               \
-    decode_split_d##D##_g##G(const bf16* q, const bf16* K, const bf16* V, float* part_ml, float* part_o,  \
-                             int L, int span, float c)                                                  \
-    { split_body<D, G>(q, K, V, part_ml, part_o, L, span, c); }
+    extern "C" __global__ void __launch_bounds__(THREADS, 1)                                            \
+    decode_split_d##D##_g##G(const bf16* q, const bf16* K, const bf16* V, const int* block_table,        \
+                             int page, int max_pages, float* part_ml, float* part_o, int L, int span,   \
+                             float c)                                                                   \
+    {                                                                                                   \
+        const Cache Kc{K, block_table, L, page, max_pages, (int)gridDim.y};                             \
+        const Cache Vc{V, block_table, L, page, max_pages, (int)gridDim.y};                             \
+        split_body<D, G>(q, Kc, Vc, part_ml, part_o, L, span, c);                                       \
+    }
 SPLIT(64, 1)
 SPLIT(64, 4)
 SPLIT(64, 8)
