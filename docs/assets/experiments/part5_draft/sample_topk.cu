@@ -79,9 +79,8 @@ __device__ uint32_t kth_largest(const uint16_t* keys, int V, int k, unsigned int
 // --8<-- [end:select]
 
 // --8<-- [start:sample]
-extern "C" __global__ void __launch_bounds__(THREADS)
-sample_topk(const __nv_bfloat16* __restrict__ logits, const float* __restrict__ u, int* __restrict__ out,
-            int V, int k, float inv_temperature)
+__device__ __forceinline__ void sample_row(const __nv_bfloat16* __restrict__ logits, float u_row,
+                                           int* __restrict__ out, int V, int k, float inv_temperature)
 {
     extern __shared__ uint16_t keys[];                     // V of them
     __shared__ unsigned int hist[256];
@@ -117,7 +116,7 @@ sample_topk(const __nv_bfloat16* __restrict__ logits, const float* __restrict__ 
         for (int t = 0; t < THREADS; ++t) { const float v = run_start[t]; run_start[t] = s; s += v; }
     }
     __syncthreads();
-    const float goal = u[r] * total;
+    const float goal = u_row * total;
     float s = run_start[threadIdx.x];
     const float next = threadIdx.x + 1 < THREADS ? run_start[threadIdx.x + 1] : total;
     if (s <= goal && (goal < next || threadIdx.x == THREADS - 1)) {   // the crossing is in this run
@@ -131,4 +130,54 @@ sample_topk(const __nv_bfloat16* __restrict__ logits, const float* __restrict__ 
         if (pick >= 0) out[r] = pick;
     }
 }
+
+// u from an array the host filled.
+extern "C" __global__ void __launch_bounds__(THREADS)
+sample_topk(const __nv_bfloat16* __restrict__ logits, const float* __restrict__ u, int* __restrict__ out,
+            int V, int k, float inv_temperature)
+{
+    sample_row(logits, u[blockIdx.x], out, V, k, inv_temperature);
+}
 // --8<-- [end:sample]
+
+// --8<-- [start:philox]
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
+// 3", SC 2011): ten rounds of two 32 x 32 -> 64-bit products on a 128-bit
+// counter under a 64-bit key. The same (key, counter) gives the same four
+// words on any machine, so a draw can be replayed: key = the seed,
+// counter = (row, step, 0, 0).
+__device__ __forceinline__ uint4 philox4x32_10(uint4 c, uint2 k)
+{
+#pragma unroll
+    for (int r = 0; r < 10; ++r) {
+        const uint32_t hi0 = __umulhi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
+        const uint32_t hi1 = __umulhi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
+        c = make_uint4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+        k.x += 0x9E3779B9u;
+        k.y += 0xBB67AE85u;
+    }
+    return c;
+}
+
+// u in [0, 1): the first word's top 24 bits, exact in float32.
+__device__ __forceinline__ float philox_uniform(uint32_t seed_lo, uint32_t seed_hi, uint32_t row, uint32_t step)
+{
+    const uint4 w = philox4x32_10(make_uint4(row, step, 0u, 0u), make_uint2(seed_lo, seed_hi));
+    return (float)(w.x >> 8) * (1.0f / 16777216.0f);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+sample_topk_philox(const __nv_bfloat16* __restrict__ logits, uint32_t seed_lo, uint32_t seed_hi, uint32_t step,
+                   int* __restrict__ out, int V, int k, float inv_temperature)
+{
+    sample_row(logits, philox_uniform(seed_lo, seed_hi, blockIdx.x, step), out, V, k, inv_temperature);
+}
+
+// The known-answer test of Random123: counters and keys in, four words out each.
+extern "C" __global__ void philox_kat(const uint4* __restrict__ ctr, const uint2* __restrict__ key,
+                                      uint4* __restrict__ out, int n)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = philox4x32_10(ctr[i], key[i]);
+}
+// --8<-- [end:philox]
