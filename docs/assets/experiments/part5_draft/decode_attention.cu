@@ -34,25 +34,42 @@
 typedef __nv_bfloat16 bf16;
 
 // --8<-- [start:split]
-// The cache, contiguous: K[b, hkv, key, :]; or paged (block_table not
-// null): pages of `page` keys, K[block_table[b, key / page], hkv, key %
-// page, :], a page holding every KV head's rows for its keys.
+// Where key `key`'s row of the cache starts, in elements: contiguous,
+// K[b, hkv, key, :]; or paged (block_table not null), pages of 2^page_shift
+// keys, K[block_table[b, key >> page_shift], hkv, key & (page - 1), :], a
+// page holding every KV head's rows for its keys. K and V share the
+// layout, so one offset serves both.
 struct Cache {
-    const bf16* base;
     const int* block_table;
-    int L, page, max_pages, HKV;
-    __device__ __forceinline__ const bf16* row(int b, int hkv, int key, int D) const
+    int L, page_shift, max_pages, HKV;
+    __device__ __forceinline__ size_t offset(int b, int hkv, int key, int D) const
     {
-        if (block_table == nullptr) return base + (((size_t)b * HKV + hkv) * L + key) * D;
-        const int phys = block_table[(size_t)b * max_pages + key / page];
-        return base + (((size_t)phys * HKV + hkv) * page + key % page) * D;
+        if (block_table == nullptr) return (((size_t)b * HKV + hkv) * L + key) * D;
+        const int phys = block_table[(size_t)b * max_pages + (key >> page_shift)];
+        return (((size_t)phys * HKV + hkv) << page_shift | (key & ((1 << page_shift) - 1))) * D;
     }
 };
 
+// DL bf16 values (4 or 8 bytes, aligned: a lane's DL start at DL lane) as floats.
+template <int DL>
+__device__ __forceinline__ void load_dl(const bf16* p, float (&v)[DL])
+{
+    if constexpr (DL == 2) {
+        const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(p);
+        v[0] = __low2float(a); v[1] = __high2float(a);
+    } else {
+        static_assert(DL == 4, "D is 64 or 128");
+        const uint2 raw = *reinterpret_cast<const uint2*>(p);
+        const __nv_bfloat162* a = reinterpret_cast<const __nv_bfloat162*>(&raw);
+        v[0] = __low2float(a[0]); v[1] = __high2float(a[0]); v[2] = __low2float(a[1]); v[3] = __high2float(a[1]);
+    }
+}
+
 template <int D, int G>
-__device__ __forceinline__ void split_body(const bf16* __restrict__ q, const Cache Kc, const Cache Vc,
-                                           float* __restrict__ part_ml, float* __restrict__ part_o, int L,
-                                           int span, float c)
+__device__ __forceinline__ void split_body(const bf16* __restrict__ q, const bf16* __restrict__ K,
+                                           const bf16* __restrict__ V, const Cache cache,
+                                           float* __restrict__ part_ml, float* __restrict__ part_o,
+                                           bf16* __restrict__ o, int L, int span, float c)
 {
     constexpr int DL = D / 32;                          // output dimensions a lane
     const int chunk = blockIdx.x, hkv = blockIdx.y, b = blockIdx.z;
@@ -77,13 +94,14 @@ __device__ __forceinline__ void split_body(const bf16* __restrict__ q, const Cac
     for (int base = k0 + warp * 32; base < k1; base += THREADS) {
         const int key = base + lane;
         const bool valid = key < k1;
+        const size_t off = valid ? cache.offset(b, hkv, key, D) : 0;   // this lane's key's row
         float s[G];                                     // this lane's key: its G scores (base 2)
 #pragma unroll
         for (int g = 0; g < G; ++g) s[g] = 0.0f;
         if (valid) {
 #pragma unroll
             for (int d0 = 0; d0 < D; d0 += 8) {
-                const uint4 raw = *reinterpret_cast<const uint4*>(Kc.row(b, hkv, key, D) + d0);
+                const uint4 raw = *reinterpret_cast<const uint4*>(K + off + d0);
                 const bf16* e = reinterpret_cast<const bf16*>(&raw);
 #pragma unroll
                 for (int j = 0; j < 8; ++j) {
@@ -112,10 +130,9 @@ __device__ __forceinline__ void split_body(const bf16* __restrict__ q, const Cac
         }
         const int n = min(32, k1 - base);               // the warp's valid keys
         for (int j = 0; j < n; ++j) {                   // the values, weighted: lane owns dims DL lane ..
-            const bf16* vr = Vc.row(b, hkv, base + j, D) + DL * lane;
+            const size_t offj = __shfl_sync(0xffffffffu, off, j);   // key j's row, from lane j
             float vv[DL];
-#pragma unroll
-            for (int i = 0; i < DL; ++i) vv[i] = __bfloat162float(vr[i]);
+            load_dl<DL>(V + offj + DL * lane, vv);
 #pragma unroll
             for (int g = 0; g < G; ++g) {
                 const float pj = __shfl_sync(0xffffffffu, p[g], j);
@@ -143,7 +160,12 @@ __device__ __forceinline__ void split_body(const bf16* __restrict__ q, const Cac
             ll += wl[w][g] * r;
             oo += wo[w][g][d] * r;
         }
-        const size_t row = ((size_t)b * HKV * G + hkv * G + g) * chunks + chunk;   // (b, h, chunk)
+        const size_t bh = (size_t)b * HKV * G + hkv * G + g;
+        if (chunks == 1) {                              // no split: the output itself, no combine
+            o[bh * D + d] = __float2bfloat16_rn(oo / ll);
+            continue;
+        }
+        const size_t row = bh * chunks + chunk;         // (b, h, chunk)
         part_o[row * D + d] = oo / ll;
         if (d == 0) { part_ml[2 * row] = mm; part_ml[2 * row + 1] = ll; }
     }
@@ -173,12 +195,11 @@ extern "C" __global__ void decode_combine(const float* __restrict__ part_ml, con
 #define SPLIT(D, G)                                                                                      \
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                            \
     decode_split_d##D##_g##G(const bf16* q, const bf16* K, const bf16* V, const int* block_table,        \
-                             int page, int max_pages, float* part_ml, float* part_o, int L, int span,   \
-                             float c)                                                                   \
+                             int page_shift, int max_pages, float* part_ml, float* part_o, bf16* o,     \
+                             int L, int span, float c)                                                  \
     {                                                                                                   \
-        const Cache Kc{K, block_table, L, page, max_pages, (int)gridDim.y};                             \
-        const Cache Vc{V, block_table, L, page, max_pages, (int)gridDim.y};                             \
-        split_body<D, G>(q, Kc, Vc, part_ml, part_o, L, span, c);                                       \
+        const Cache cache{block_table, L, page_shift, max_pages, (int)gridDim.y};                       \
+        split_body<D, G>(q, K, V, cache, part_ml, part_o, o, L, span, c);                               \
     }
 SPLIT(64, 1)
 SPLIT(64, 4)

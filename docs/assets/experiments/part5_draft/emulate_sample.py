@@ -17,7 +17,7 @@ T = 256
 
 
 def keys_of(bits):
-    b = bits.astype(np.uint32)
+    b = np.where(bits == 0x8000, 0, bits).astype(np.uint32)      # -0 is +0, as the kernel
     return np.where(b & 0x8000, ~b & 0xFFFF, b | 0x8000)
 
 
@@ -54,23 +54,22 @@ def emulate_row(bits, u, k, temperature, variant=""):
         for j in range(t * per, min(v, t * per + per)):
             s = np.float32(s + w[j])
         runs[t] = s
-    total = np.float32(sum(np.float32(x) for x in runs))          # order differs from the kernel's: fine
     start, s = [], np.float32(0)
     for x in runs:
         start.append(s); s = np.float32(s + x)
+    total = s                                                     # the scan's own total, as the kernel
     goal = np.float32(np.float32(u) * total)
     for t in range(T):
         nxt = start[t + 1] if t + 1 < T else total
-        if start[t] <= goal and (goal < nxt or t == T - 1):
+        if start[t] <= goal < nxt:
             s, pick = start[t], -1
             for j in range(t * per, min(v, t * per + per)):
-                if not kept[j]:
+                if not kept[j] or w[j] == 0:
                     continue
                 pick = j; s = np.float32(s + w[j])
                 if s > goal:
                     break
-            if pick >= 0:
-                return pick
+            return pick
     return -1
 
 
@@ -82,7 +81,8 @@ def trial(variant):
     try:
         for v, k, temp in ((7, 5, 0.7), (1000, 50, 1.0), (1000, 1000, 0.7), (3000, 1, 1.0)):
             x16 = to_bf16((2 * rng.standard_normal((16, v))).astype(np.float32))
-            u = rng.random(16).astype(np.float32)
+            u = np.minimum(rng.random(16).astype(np.float32), np.float32(1 - 2**-24))
+            u[-2:] = (0.0, 1 - 2**-24)
             picks = np.array([emulate_row(x16[r], u[r], k, temp, variant) for r in range(16)])
             st.check_draws(f"V={v}", picks, u, from_bf16(x16).astype(np.float64), k, temp)
         # stratified, one row

@@ -13,10 +13,10 @@
 //   2. the k-th largest key by two 256-bin histograms (its high byte,
 //      then its low byte among those with that high byte): a radix select
 //      over 65,536 possible values, no sort;
-//   3. the weights of the kept tokens, their total, and a block-wide
-//      running sum in index order (chapter 9's scan: each thread a run of
-//      the row, its sum, a scan of the threads' sums);
-//   4. the thread whose run holds the crossing finds the token.
+//   3. the weights of the kept tokens and a block-wide running sum in
+//      index order (chapter 9's scan: each thread a run of the row, its
+//      sum, a scan of the threads' sums, whose last value is the total);
+//   4. the one thread whose run holds the crossing finds the token.
 
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -26,6 +26,7 @@
 
 __device__ __forceinline__ uint32_t key_of(uint16_t bits)    // order-preserving: larger number, larger key
 {
+    if (bits == 0x8000u) bits = 0;                     // -0 is +0: ties at zero stay together
     return (bits & 0x8000u) ? (~bits & 0xFFFFu) : (bits | 0x8000u);
 }
 
@@ -33,18 +34,6 @@ __device__ __forceinline__ float value_of(uint32_t key)
 {
     const uint16_t bits = (key & 0x8000u) ? (uint16_t)(key & 0x7FFFu) : (uint16_t)(~key & 0xFFFFu);
     return __bfloat162float(__ushort_as_bfloat16(bits));
-}
-
-// The block's sum of v, every thread getting it (THREADS / 32 warps).
-__device__ __forceinline__ float block_sum(float v, float* scratch)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();
-    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-    __syncthreads();
-    float s = 0.0f;
-    for (int w = 0; w < THREADS / 32; ++w) s += scratch[w];      // the same order in every thread
-    return s;
 }
 
 // --8<-- [start:select]
@@ -84,7 +73,7 @@ __device__ __forceinline__ void sample_row(const __nv_bfloat16* __restrict__ log
 {
     extern __shared__ uint16_t keys[];                     // V of them
     __shared__ unsigned int hist[256];
-    __shared__ float scratch[THREADS / 32], run_start[THREADS];
+    __shared__ float run_start[THREADS];
     const size_t r = blockIdx.x;
     const uint16_t* x = reinterpret_cast<const uint16_t*>(logits + r * V);
     uint32_t top = 0;
@@ -109,22 +98,28 @@ __device__ __forceinline__ void sample_row(const __nv_bfloat16* __restrict__ log
     for (int j = j0; j < j1; ++j)
         if (keys[j] >= threshold) mine += expf((value_of(keys[j]) - m) * inv_temperature);
     run_start[threadIdx.x] = mine;
-    const float total = block_sum(mine, scratch);
+    __shared__ float scan_total;
     __syncthreads();
     if (threadIdx.x == 0) {                                // the threads' sums, scanned in order
         float s = 0.0f;
         for (int t = 0; t < THREADS; ++t) { const float v = run_start[t]; run_start[t] = s; s += v; }
+        scan_total = s;                                    // the total in the scan's own order
     }
     __syncthreads();
-    const float goal = u_row * total;
+    // u < 1, so goal < scan_total, and exactly one thread t has
+    // run_start[t] <= goal < run_start[t + 1] (scan_total past the last):
+    // the run that holds the crossing, which has weight, so pick >= 0.
+    const float goal = u_row * scan_total;
     float s = run_start[threadIdx.x];
-    const float next = threadIdx.x + 1 < THREADS ? run_start[threadIdx.x + 1] : total;
-    if (s <= goal && (goal < next || threadIdx.x == THREADS - 1)) {   // the crossing is in this run
+    const float next = threadIdx.x + 1 < THREADS ? run_start[threadIdx.x + 1] : scan_total;
+    if (s <= goal && goal < next) {
         int pick = -1;
         for (int j = j0; j < j1; ++j) {
             if (keys[j] < threshold) continue;
-            pick = j;                                      // the last kept token so far
-            s += expf((value_of(keys[j]) - m) * inv_temperature);
+            const float w = expf((value_of(keys[j]) - m) * inv_temperature);
+            if (w == 0.0f) continue;                       // an underflowed weight is never drawn
+            pick = j;                                      // the last token with weight so far
+            s += w;
             if (s > goal) break;
         }
         if (pick >= 0) out[r] = pick;

@@ -11,7 +11,8 @@ Checks: V = 1, 7, 256, 1,000 and 50,257, k = 1, 5, 50 and V, T = 0.7 and 1,
         64 rows of logits ~ N(0, 2^2) in bf16 each with a random u: the token
         drawn is kept, and its interval of the running sum, in float64,
         holds u times the total, to within the float32 roundings of the
-        kernel's sums ((V / 256 + 256 + 8) units of the total); then one row
+        kernel's sums ((2 V / 256 + 256 + 16) units of the total), the
+        last two rows with u = 0 and u = 1 - 2^-24; then one row
         4,096 times with u = (i + 1/2) / 4,096: every token drawn
         within 2 of 4,096 times its probability (a stratified draw: any
         wrong weight or threshold shows). Philox4x32-10 on the device
@@ -128,7 +129,8 @@ def check_draws(tag, picks, u, x64, k, temperature):
     kept, cum = reference(x64, k, temperature)
     b, v = x64.shape
     total = cum[:, -1]
-    tol = (math.ceil(v / THREADS) + THREADS + 8) * U32 * total
+    per = math.ceil(v / THREADS)
+    tol = (2 * per + THREADS + 16) * U32 * total    # the walk's additions and the goal's, in float32
     rows = np.arange(b)
     ok_range = (picks >= 0) & (picks < v)
     p = np.clip(picks, 0, v - 1)
@@ -145,7 +147,8 @@ def run_rows(kernels, b, v, k, temperature, rng):
     from pycuda import gpuarray
 
     x16 = to_bf16((2 * rng.standard_normal((b, v))).astype(np.float32))
-    u = rng.random(b).astype(np.float32)
+    u = np.minimum(rng.random(b).astype(np.float32), np.float32(1 - 2**-24))   # float32 can round up to 1
+    u[-2:] = (0.0, 1 - 2**-24)                       # the ends of [0, 1): the first and the last token drawn
     xg, ug = gpuarray.to_gpu(x16), gpuarray.to_gpu(u)
     out = gpuarray.empty(b, np.int32)
     out.fill(np.int32(-1))                           # a row not written shows as -1
