@@ -32,7 +32,8 @@ EPS = 1e-5
 
 
 class NumpyDecodeOps:
-    """One method a kernel (the kernel named in each docstring), float64."""
+    """One method a kernel or two (named in each docstring), float64. The
+    cache: per layer, keys and values (B, H, Lmax, D)."""
 
     def embed(self, tok, pos, wte, wpe):
         """x = wte[tok] + wpe[pos], one row a sequence (training_kernels.embed_forward)."""
@@ -43,51 +44,61 @@ class NumpyDecodeOps:
         mu = x.mean(-1, keepdims=True)
         return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + EPS) * g + b
 
-    def gemv(self, x, w_t, bias):
-        """part5_draft/gemv: x (B, K) @ W^T, W stored (N, K) = w_t.T: the
-        serving copy of the weights is stored transposed once, at load."""
-        return x @ w_t + bias
+    def linear(self, x, w_t, bias, tail="bias", res=None):
+        """part5_draft/gemv (W stored (N, K) = w_t.T, transposed once when
+        the model is loaded), then decode_kernels.bias_tail: + bias, then
+        GELU or + res."""
+        y = x @ w_t + bias
+        if tail == "gelu":
+            return gelu(y)
+        return y + res if tail == "residual" else y
 
-    def append_kv(self, cache_k, cache_v, k, v, pos):
-        """Write the step's key and value (B, H, D) at position pos of the
-        cache (B, H, Lmax, D): a copy of 2 B H D elements (a small kernel)."""
-        cache_k[:, :, pos] = k
-        cache_v[:, :, pos] = v
+    def qkv(self, a, w_t, bias, cache, layer, pos, h):
+        """gemv and bias_tail for c_attn, then decode_kernels.split_qkv: q
+        (B, H, D) out, this position's k and v into the cache."""
+        qkv = a @ w_t + bias
+        b, c = a.shape
+        q, k, v = (z.reshape(b, h, c // h) for z in np.split(qkv, 3, axis=1))
+        cache[layer + "k"][:, :, pos] = k
+        cache[layer + "v"][:, :, pos] = v
+        return q
 
-    def decode_attention(self, q, cache_k, cache_v, length):
-        """part5_draft/decode_attention: q (B, H, D) against the first
-        `length` positions of the cache."""
+    def decode_attention(self, q, cache, layer, length):
+        """part5_draft/decode_attention: q (B, H, D) against the cache's
+        first `length` positions; the output as rows (B, H D)."""
         d = q.shape[-1]
-        kk, vv = cache_k[:, :, :length], cache_v[:, :, :length]
+        kk, vv = cache[layer + "k"][:, :, :length], cache[layer + "v"][:, :, :length]
         s = np.einsum("bhd,bhld->bhl", q, kk) / math.sqrt(d)
         p = np.exp(s - s.max(-1, keepdims=True))
         p /= p.sum(-1, keepdims=True)
-        return np.einsum("bhl,bhld->bhd", p, vv)
+        return np.einsum("bhl,bhld->bhd", p, vv).reshape(q.shape[0], -1)
 
-    def gelu(self, v):
-        return 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
+    def logits(self, x, wte):
+        """part5_draft/gemv with W = wte itself: (V, C) is already (N, K)."""
+        return x @ wte.T
+
+
+def gelu(v):
+    return 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
 
 
 # --8<-- [start:step]
-def step(ops, p: dict, cache: dict, tok, pos: int, cfg) -> np.ndarray:
+def step(ops, p: dict, cache, tok, pos: int, cfg):
     """The logits (B, V) of the next token after `tok` (B,) at position
     `pos`, every earlier position's keys and values already in the cache;
     appends this position's."""
-    b, c, h = len(tok), cfg.width, cfg.heads
-    d = c // h
     x = ops.embed(tok, pos, p["wte"], p["wpe"])                         # (B, C)
     for i in range(cfg.layers):
         q = f"h{i}."
         a = ops.layernorm(x, p[q + "ln1_g"], p[q + "ln1_b"])
-        qkv = ops.gemv(a, p[q + "attn_wt"], p[q + "attn_b"])             # (B, 3C)
-        qq, kk, vv = (z.reshape(b, h, d) for z in np.split(qkv, 3, axis=1))
-        ops.append_kv(cache[q + "k"], cache[q + "v"], kk, vv, pos)
-        o = ops.decode_attention(qq, cache[q + "k"], cache[q + "v"], pos + 1)
-        x = x + ops.gemv(o.reshape(b, c), p[q + "proj_wt"], p[q + "proj_b"])
+        qh = ops.qkv(a, p[q + "attn_wt"], p[q + "attn_b"], cache, q, pos, cfg.heads)
+        o = ops.decode_attention(qh, cache, q, pos + 1)
+        x = ops.linear(o, p[q + "proj_wt"], p[q + "proj_b"], "residual", res=x)
         a = ops.layernorm(x, p[q + "ln2_g"], p[q + "ln2_b"])
-        x = x + ops.gemv(ops.gelu(ops.gemv(a, p[q + "fc_wt"], p[q + "fc_b"])), p[q + "fc2_wt"], p[q + "fc2_b"])
+        m = ops.linear(a, p[q + "fc_wt"], p[q + "fc_b"], "gelu")
+        x = ops.linear(m, p[q + "fc2_wt"], p[q + "fc2_b"], "residual", res=x)
     x = ops.layernorm(x, p["lnf_g"], p["lnf_b"])
-    return ops.gemv(x, p["wte"].T, 0.0)                                 # tied: W = wte, already (N, K)
+    return ops.logits(x, p["wte"])                                      # tied: the output product reads wte
 # --8<-- [end:step]
 
 
