@@ -379,11 +379,81 @@ def check_first_step(cfg, seed: int = 0) -> int:
     return bad
 
 
+def torch_step_fn(cfg, x, y, compiled: bool):
+    """PyTorch's step on the same model and batch, as reference_train runs
+    it (bf16 autocast, fused AdamW, clipping): eager, or its forward and
+    loss through torch.compile (default mode)."""
+    import torch
+    import torch.nn.functional as F
+
+    w = ref.init_weights(cfg)
+    p = {k: torch.tensor(v, device="cuda", requires_grad=True) for k, v in w.items()}
+    groups = [{"params": [p[k] for k in w if ref.decayed(k, w[k])], "weight_decay": cfg.weight_decay},
+              {"params": [p[k] for k in w if not ref.decayed(k, w[k])], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    tx, ty = (torch.from_numpy(a).long().cuda() for a in (x, y))
+
+    def loss_of(p, tx, ty):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = ref.forward(torch, F, p, tx, cfg)
+        return F.cross_entropy(logits.float().view(-1, cfg.vocab), ty.view(-1))
+
+    fwd = torch.compile(loss_of) if compiled else loss_of
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        fwd(p, tx, ty).backward()
+        torch.nn.utils.clip_grad_norm_(list(p.values()), cfg.clip)
+        opt.step()
+    for _ in range(3):                           # warm-up (and torch.compile's compile)
+        step()
+    return step
+
+
+def bench_step(cfg, seed: int = 0) -> dict:
+    """The step's time against PyTorch eager and torch.compile, each timed
+    in alternation with ours (issue #40's target: >= 0.8x eager), and our
+    step's parts (forward, backward with the gradients gathered, AdamW)
+    timed alone."""
+    from cudabook import evidence
+    from matmul_tc import tc_gemm
+
+    tokens = corpus.tokens_of(corpus.build())
+    train_tokens, _ = corpus.split(tokens)
+    x, y = corpus.batches(train_tokens, 0, cfg.batch, cfg.context, cfg.seed)
+    ops, params = BookOps(cfg), Params(ref.init_weights(cfg))
+    n_params = sum(v.size for v in ref.init_weights(cfg).values())
+    flops = 6 * n_params * x.size                # the usual count: 2 forward, 4 backward a weight a token
+    ceiling = tc_gemm.tensor_core_ceiling(None, seed, 100.0)
+    ours = lambda: train_step(ops, params, x, y, 0)   # noqa: E731
+    facts = {}
+    for name, compiled in (("PyTorch eager", False), ("torch.compile", True)):
+        m = evidence.benchmark(f"training step B={cfg.batch} T={cfg.context} vs {name}", ours, flops=flops,
+                               working_set_bytes=1 << 30, ceiling=ceiling,
+                               baseline=(f"{name} step", torch_step_fn(cfg, x, y, compiled)))
+        facts[f"step_over_{'eager' if not compiled else 'compile'}"] = m.baseline.ratio
+    w = params.weights()
+    ops.tape.rewind()
+    _, keep = ts.forward(ops, w, x, y, cfg)
+    after_forward = ops.tape.i                   # the backward's buffers start here on the tape
+    parts = {"forward": lambda: (ops.tape.rewind(), ts.forward(ops, w, x, y, cfg)),
+             "backward": lambda: (setattr(ops.tape, "i", after_forward),
+                                  ops.gather_grads(ts.backward(ops, w, keep, x, cfg), params)),
+             "adamw": lambda: ops.adamw(params, 0)}
+    for part, fn in parts.items():
+        m = evidence.benchmark(f"training step's {part}", fn, flops=flops, working_set_bytes=1 << 30, ceiling=ceiling)
+        facts[f"{part}_ms"] = m.timing.median_ms
+    print(f"target: our step >= 0.8x PyTorch eager's speed: "
+          f"{'met' if facts['step_over_eager'] >= 0.8 else 'MISSED'}")
+    return facts
+
+
 def main(argv=None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--bench", action="store_true", help="time the step against PyTorch eager and torch.compile")
     args = ap.parse_args(argv)
     small = ref.Config(layers=2, heads=4, width=256, context=128, batch=2)
     bad = check_first_step(small)
@@ -396,6 +466,8 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         loss, norm = train_step(ops, params, x, y, step)
         print(f"step {step}: loss {loss:.4f}, norm {norm:.3f}, {1e3 * (time.perf_counter() - t0):.1f} ms")
+    if args.bench:
+        print(bench_step(cfg))
     return 1 if bad else 0
 
 
