@@ -18,6 +18,9 @@
 //   gemv_int8   W in int8, a float32 scale a row (per output channel):
 //               y = scale[n] * sum_k x q          1 byte a weight
 //   gemv_fp8    W in FP8 E4M3, a float32 scale a row, the same way
+//   gemv_int8g  W in int8, a float32 scale a group of 128 weights of a
+//               row (per group): each piece's dot product times its
+//               group's scale                    1 byte a weight
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -72,7 +75,11 @@ template <> struct Raw<Bf16W> { typedef uint4 type; };       // 16 bytes: 8 bf16
 
 // --8<-- [start:kernel]
 // K a multiple of 8 (the host checks): a lane takes weights 8 (l + 32 i).
-template <int B, class Fmt>
+// GROUPED: scale holds one float a GROUP weights of a row (N x K / GROUP,
+// K a multiple of GROUP), applied to each piece's dot product; else one a
+// row, applied once at the end.
+#define GROUP 128
+template <int B, class Fmt, bool GROUPED = false>
 __device__ __forceinline__ void gemv_row(const bf16* __restrict__ x, const void* __restrict__ W,
                                          const float* __restrict__ scale, bf16* __restrict__ y, int N, int K)
 {
@@ -96,13 +103,16 @@ __device__ __forceinline__ void gemv_row(const bf16* __restrict__ x, const void*
             if (i >= pieces) break;
             float w[8];
             unpack8(raw[u], w, Fmt());
+            const float sg = GROUPED ? scale[(size_t)n * (K / GROUP) + i / (GROUP / 8)] : 1.0f;
 #pragma unroll
             for (int b = 0; b < B; ++b) {
                 const uint4 xr = __ldg(reinterpret_cast<const uint4*>(x + (size_t)b * K) + i);
                 float xs[8];
                 unpack8(xr, xs, Bf16W());
+                float d = 0.0f;
 #pragma unroll
-                for (int k = 0; k < 8; ++k) acc[b] = fmaf(xs[k], w[k], acc[b]);
+                for (int k = 0; k < 8; ++k) d = fmaf(xs[k], w[k], d);
+                acc[b] = GROUPED ? fmaf(sg, d, acc[b]) : acc[b] + d;
             }
         }
     }
@@ -112,7 +122,7 @@ __device__ __forceinline__ void gemv_row(const bf16* __restrict__ x, const void*
         for (int o = 16; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(0xffffffffu, acc[b], o);
     }
     if (lane == 0) {
-        const float s = scale != nullptr ? scale[n] : 1.0f;
+        const float s = (scale != nullptr && !GROUPED) ? scale[n] : 1.0f;
 #pragma unroll
         for (int b = 0; b < B; ++b) y[(size_t)b * N + n] = __float2bfloat16_rn(acc[b] * s);
     }
@@ -128,7 +138,10 @@ __device__ __forceinline__ void gemv_row(const bf16* __restrict__ x, const void*
     { gemv_row<B, Int8W>(x, W, scale, y, N, K); }                                                       \
     extern "C" __global__ void __launch_bounds__(32 * ROWS)                                             \
     gemv_fp8_b##B(const bf16* x, const uint8_t* W, const float* scale, bf16* y, int N, int K)           \
-    { gemv_row<B, Fp8W>(x, W, scale, y, N, K); }
+    { gemv_row<B, Fp8W>(x, W, scale, y, N, K); }                                                        \
+    extern "C" __global__ void __launch_bounds__(32 * ROWS)                                             \
+    gemv_int8g_b##B(const bf16* x, const int8_t* W, const float* scale, bf16* y, int N, int K)          \
+    { gemv_row<B, Int8W, true>(x, W, scale, y, N, K); }
 GEMV(1)
 GEMV(2)
 GEMV(4)

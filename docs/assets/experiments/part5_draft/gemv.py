@@ -9,7 +9,9 @@ output channel); FP8 E4M3 with a scale a row. One warp a row of W.
 Run:    PYTHONPATH=code python3 docs/assets/experiments/part5_draft/gemv.py [--seed S] [--bench]
 Checks: every format and B, at (N, K) = (1, 8), (33, 72), (33, 4104),
         (768, 3072), (3072, 768), (4096, 4096): first with whole numbers (x and bf16 W
-        from {-2, ..., 2}; int8 codes from {-127, ..., 127} and FP8 codes
+        from {-2, ..., 2}; int8 codes from {-127, ..., 127} (with a scale a
+        row, or a scale a group of 128, a different power of 2 for each
+        group; K = 4,224 for those) and FP8 codes
         from {-8, ..., 8}, every one exact in E4M3; scales powers of 2), so
         every float32 sum is exact and y must be the exact product rounded
         once to bf16, element for element; then x ~ N(0, 1), W ~ N(0, 0.02^2)
@@ -45,7 +47,8 @@ from cudabook.bf16 import from_bf16, to_bf16  # noqa: E402
 KERNEL_FILE = Path(__file__).with_suffix(".cu")
 ROWS = 4
 BATCHES = (1, 2, 4, 8)
-FORMATS = ("bf16", "int8", "fp8")
+FORMATS = ("bf16", "int8", "fp8", "int8g")     # int8g: int8 with a scale a group of GROUP weights
+GROUP = 128
 SHAPES = [(1, 8), (33, 72), (33, 4104), (768, 3072), (3072, 768), (4096, 4096)]   # 4104: a last partial round of loads
 BENCH = [(4096, 4096), (3072, 768), (768, 3072)]
 TARGET = 0.85
@@ -58,7 +61,7 @@ def load_kernels():
     k = {}
     for b in BATCHES:
         k["bf16", b] = module.get_function(f"gemv_bf16_b{b}").prepare("PPPii")
-        for f in ("int8", "fp8"):
+        for f in ("int8", "fp8", "int8g"):
             k[f, b] = module.get_function(f"gemv_{f}_b{b}").prepare("PPPPii")
     return k
 
@@ -76,7 +79,7 @@ def gemv(kernels, fmt: str, x, w, y, scale=None) -> None:
         raise ValueError(f"x: the batch must be one of {BATCHES}, got {b}")
     if k % 8:
         raise ValueError(f"x: K must be a multiple of 8 (16-byte pieces), got {k}")
-    dtype = {"bf16": np.uint16, "int8": np.int8, "fp8": np.uint8}[fmt]
+    dtype = {"bf16": np.uint16, "int8": np.int8, "fp8": np.uint8, "int8g": np.int8}[fmt]
     cb.check_array("w", w, dtype=dtype, ndim=2, on_device=True, alignment=16)
     n = cb.check_size("w.shape[0] (N)", w.shape[0])
     if w.shape[1] != k:
@@ -89,7 +92,10 @@ def gemv(kernels, fmt: str, x, w, y, scale=None) -> None:
             raise ValueError("scale: bf16 weights take none")
         kernels[fmt, b].prepared_call(grid, block, x.gpudata, w.gpudata, y.gpudata, np.int32(n), np.int32(k))
     else:
-        cb.check_array("scale", scale, dtype=np.float32, shape=(n,), on_device=True)
+        if fmt == "int8g" and k % GROUP:
+            raise ValueError(f"x: K must be a multiple of {GROUP} for a scale a group, got {k}")
+        shape = (n, k // GROUP) if fmt == "int8g" else (n,)
+        cb.check_array("scale", scale, dtype=np.float32, shape=shape, on_device=True)
         kernels[fmt, b].prepared_call(grid, block, x.gpudata, w.gpudata, scale.gpudata, y.gpudata, np.int32(n),
                                       np.int32(k))
 # --8<-- [end:launch]
@@ -134,6 +140,14 @@ def quantise(w: np.ndarray, fmt: str):
     if fmt == "bf16":
         w16 = to_bf16(w.astype(np.float32))
         return w16, None, from_bf16(w16).astype(np.float64)
+    if fmt == "int8g":
+        n, k = w.shape
+        g = w.reshape(n, k // GROUP, GROUP)
+        top = np.abs(g).max(axis=2)
+        top[top == 0] = 1
+        scale = (top / 127).astype(np.float32)
+        q = np.clip(np.rint(g / scale[..., None]), -127, 127).astype(np.int8)
+        return q.reshape(n, k), scale, (q.astype(np.float64) * scale[..., None]).reshape(n, k)
     top = np.abs(w).max(axis=1)
     top[top == 0] = 1
     if fmt == "int8":
@@ -150,6 +164,10 @@ def exact_weights(n, k, fmt, rng):
     if fmt == "bf16":
         w16 = to_bf16(rng.integers(-2, 3, (n, k)).astype(np.float32))
         return w16, None, from_bf16(w16).astype(np.float64)
+    if fmt == "int8g":                               # powers of 2 that differ from group to group
+        scale = (2.0 ** -rng.integers(4, 9, (n, k // GROUP))).astype(np.float32)
+        q = rng.integers(-127, 128, (n, k)).astype(np.int8)
+        return q, scale, q.astype(np.float64) * np.repeat(scale, GROUP, axis=1)
     scale = np.full(n, 2.0**-6, np.float32)
     if fmt == "int8":
         q = rng.integers(-127, 128, (n, k)).astype(np.int8)
@@ -210,7 +228,7 @@ def quantisation_error(rng, n=768, k=3072) -> dict:
     x = from_bf16(to_bf16(rng.standard_normal((1, k)).astype(np.float32))).astype(np.float64)
     base = x @ quantise(w, "bf16")[2].T
     return {f"{f}_rel_err_vs_bf16": float(np.linalg.norm(x @ quantise(w, f)[2].T - base) / np.linalg.norm(base))
-            for f in ("int8", "fp8")}
+            for f in ("int8", "fp8", "int8g")}
 
 
 CHAIN_BYTES = 256 << 20        # a chain of distinct weight matrices, over 4 times the L2
@@ -253,7 +271,7 @@ def bench(kernels, seed) -> dict:
                 if base is not None:
                     facts[f"bf16_b{b}_{n}x{k}_over_torch"] = m.baseline.ratio
                 del ws
-            for f in ("int8", "fp8"):
+            for f in ("int8", "fp8", "int8g"):
                 facts[f"{f}_speedup_b{b}_{n}x{k}"] = times["bf16"] / times[f]
     met = all(facts[f"bf16_b1_{n}x{k}_of_copy"] >= TARGET for n, k in BENCH)
     print(f"target: bf16 at B = 1 >= {TARGET} of the copy bandwidth at every shape: {'met' if met else 'MISSED'}")
@@ -269,10 +287,16 @@ def main(argv=None) -> int:
     for fmt in FORMATS:
         for b in BATCHES:
             for n, k in SHAPES:
+                if fmt == "int8g" and k % GROUP:
+                    continue                     # a scale a group needs whole groups: K = 4224 stands in
                 for exact in (True, False):
                     run(kernels, fmt, b, n, k, rng, exact)
+        if fmt == "int8g":
+            for b in BATCHES:
+                for exact in (True, False):
+                    run(kernels, fmt, b, 33, 4224, rng, exact)   # 33 groups: a last partial round of loads
     for fmt in FORMATS:
-        for n, k in ((33, 4104), (4096, 4096)):
+        for n, k in ((33, 4224 if fmt == "int8g" else 4104), (4096, 4096)):
             check_columns(kernels, fmt, n, k, rng)
     facts = quantisation_error(rng)
     if args.bench:
