@@ -102,3 +102,55 @@ def trial(variant):
 print("the kernel's algorithm:", trial(""))
 print("ties dropped at the threshold:", trial("drop ties"))
 print("temperature forgotten:", trial("no temperature"))
+
+
+# Top-p: the kernel's nucleus path replayed in float32 (sorted by key then
+# index, serial sums in thread 0), through sample_topk.check_nucleus.
+def emulate_nucleus(bits, u, k, temperature, top_p, variant=""):
+    keys = keys_of(bits)
+    m = np.float32(value_of(keys.max()))
+    thr = kth(keys, k)
+    idx = np.where(keys >= thr)[0]
+    order = idx[np.lexsort((idx, -keys[idx].astype(np.int64)))]
+    w = np.exp((value_of(keys[order]).astype(np.float32) - m) * np.float32(1 / temperature)).astype(np.float32)
+    total = np.float32(0)
+    for x in w:
+        total = np.float32(total + x)
+    cum, c = np.float32(0), len(w) - 1
+    for i, x in enumerate(w):
+        cum = np.float32(cum + x)
+        if cum >= np.float32(top_p) * total:
+            c = i
+            break
+    if variant == "nucleus one short":
+        c = max(0, c - 1)
+        cum = np.float32(sum(w[:c + 1]))
+    goal = np.float32(np.float32(u) * cum)
+    s, pick = np.float32(0), order[0]
+    for i in range(c + 1):
+        pick = order[i]
+        s = np.float32(s + w[i])
+        if s > goal:
+            break
+    return pick
+
+
+def trial_nucleus(variant):
+    rng = np.random.default_rng(1)
+    verdicts = []
+    real = cb.report_check
+    cb.report_check = lambda r, **_: verdicts.append(r.passed) or r.passed
+    try:
+        for v, k, p in ((7, 7, 0.5), (1000, 50, 0.9), (3000, 200, 0.5)):
+            x16 = to_bf16((2 * rng.standard_normal((32, v))).astype(np.float32))
+            u = np.minimum(rng.random(32).astype(np.float32), np.float32(1 - 2**-24))
+            u[-2:] = (0.0, 1 - 2**-24)
+            picks = np.array([emulate_nucleus(x16[r], u[r], k, 0.8, p, variant) for r in range(32)])
+            st.check_nucleus(f"V={v}", picks, u, from_bf16(x16).astype(np.float64), k, 0.8, p)
+    finally:
+        cb.report_check = real
+    return verdicts
+
+
+print("top-p, the kernel's algorithm:", trial_nucleus(""))
+print("top-p, the nucleus one token short:", trial_nucleus("nucleus one short"))

@@ -67,9 +67,76 @@ __device__ uint32_t kth_largest(const uint16_t* keys, int V, int k, unsigned int
 }
 // --8<-- [end:select]
 
+// --8<-- [start:top_p]
+// Top-p (the nucleus) inside the top k: the kept tokens, at most MAX_KEPT,
+// sorted by logit (ties by index) with a bitonic sort in shared memory;
+// the fewest from the top whose weights reach top_p of the kept total;
+// the draw among them in that order. More than MAX_KEPT kept (ties at the
+// k-th past the cap; the host allows k <= 512) writes -2: an error, said.
+#define MAX_KEPT 1024
+__device__ void sample_top_p(const uint16_t* keys, int V, uint32_t threshold, float m, float inv_temperature,
+                             float top_p, float u, int* out)
+{
+    __shared__ uint32_t list[MAX_KEPT];                  // key << 16 | (65535 - index)
+    __shared__ int count;
+    if (threadIdx.x == 0) count = 0;
+    __syncthreads();
+    for (int j = threadIdx.x; j < V; j += THREADS)
+        if (keys[j] >= threshold) {
+            const int at = atomicAdd(&count, 1);         // any order: sorted next
+            if (at < MAX_KEPT) list[at] = ((uint32_t)keys[j] << 16) | (0xFFFFu - (uint32_t)j);
+        }
+    __syncthreads();
+    const int n = count;
+    if (n > MAX_KEPT) {
+        if (threadIdx.x == 0) *out = -2;
+        return;
+    }
+    for (int i = n + threadIdx.x; i < MAX_KEPT; i += THREADS) list[i] = 0;   // padding sorts first
+    __syncthreads();
+    for (int size = 2; size <= MAX_KEPT; size <<= 1)      // bitonic sort, ascending
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            for (int i = threadIdx.x; i < MAX_KEPT; i += THREADS) {
+                const int l = i ^ stride;
+                if (l > i) {
+                    const uint32_t a = list[i], b = list[l];
+                    if (((i & size) == 0) ? (a > b) : (a < b)) { list[i] = b; list[l] = a; }
+                }
+            }
+            __syncthreads();
+        }
+    if (threadIdx.x != 0) return;
+    // Largest first: list[MAX_KEPT - 1 - i] is the i-th.
+    auto weight = [&](int i) {
+        return expf((value_of(list[MAX_KEPT - 1 - i] >> 16) - m) * inv_temperature);
+    };
+    auto index = [&](int i) { return (int)(0xFFFFu - (list[MAX_KEPT - 1 - i] & 0xFFFFu)); };
+    float total = 0.0f;
+    for (int i = 0; i < n; ++i) total += weight(i);
+    float cum = 0.0f;
+    int c = n - 1;
+    for (int i = 0; i < n; ++i) {
+        cum += weight(i);
+        if (cum >= top_p * total) { c = i; break; }
+    }
+    const float goal = u * cum;                          // cum: the nucleus's mass
+    float s = 0.0f;
+    int pick = index(0);
+    for (int i = 0; i <= c; ++i) {
+        const float w = weight(i);
+        if (w == 0.0f) continue;
+        pick = index(i);
+        s += w;
+        if (s > goal) break;
+    }
+    *out = pick;
+}
+// --8<-- [end:top_p]
+
 // --8<-- [start:sample]
 __device__ __forceinline__ void sample_row(const __nv_bfloat16* __restrict__ logits, float u_row,
-                                           int* __restrict__ out, int V, int k, float inv_temperature)
+                                           int* __restrict__ out, int V, int k, float inv_temperature,
+                                           float top_p)
 {
     extern __shared__ uint16_t keys[];                     // V of them
     __shared__ unsigned int hist[256];
@@ -89,6 +156,10 @@ __device__ __forceinline__ void sample_row(const __nv_bfloat16* __restrict__ log
     for (int w = 0; w < THREADS / 32; ++w) top = max(top, warp_top[w]);
     const float m = value_of(top);
     const uint32_t threshold = kth_largest(keys, V, k, hist);
+    if (top_p < 1.0f) {                                  // the same for the whole block
+        sample_top_p(keys, V, threshold, m, inv_temperature, top_p, u_row, out + r);
+        return;
+    }
 
     // Each thread a contiguous run of the row, so that a running sum in
     // index order is the threads' sums scanned, then the run's own.
@@ -129,9 +200,9 @@ __device__ __forceinline__ void sample_row(const __nv_bfloat16* __restrict__ log
 // u from an array the host filled.
 extern "C" __global__ void __launch_bounds__(THREADS)
 sample_topk(const __nv_bfloat16* __restrict__ logits, const float* __restrict__ u, int* __restrict__ out,
-            int V, int k, float inv_temperature)
+            int V, int k, float inv_temperature, float top_p)
 {
-    sample_row(logits, u[blockIdx.x], out, V, k, inv_temperature);
+    sample_row(logits, u[blockIdx.x], out, V, k, inv_temperature, top_p);
 }
 // --8<-- [end:sample]
 
@@ -163,9 +234,9 @@ __device__ __forceinline__ float philox_uniform(uint32_t seed_lo, uint32_t seed_
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 sample_topk_philox(const __nv_bfloat16* __restrict__ logits, uint32_t seed_lo, uint32_t seed_hi, uint32_t step,
-                   int* __restrict__ out, int V, int k, float inv_temperature)
+                   int* __restrict__ out, int V, int k, float inv_temperature, float top_p)
 {
-    sample_row(logits, philox_uniform(seed_lo, seed_hi, blockIdx.x, step), out, V, k, inv_temperature);
+    sample_row(logits, philox_uniform(seed_lo, seed_hi, blockIdx.x, step), out, V, k, inv_temperature, top_p);
 }
 
 // The known-answer test of Random123: counters and keys in, four words out each.

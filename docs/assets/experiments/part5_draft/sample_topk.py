@@ -18,7 +18,10 @@ Checks: V = 1, 7, 256, 1,000 and 50,257, k = 1, 5, 50 and V, T = 0.7 and 1,
         wrong weight or threshold shows). Philox4x32-10 on the device
         against Random123's known answers and the host's twin, bit for bit
         (1,003 counters and keys); draws with u made on the device from a
-        seed and a step, checked with the host twin's u.
+        seed and a step, checked with the host twin's u. Top-p inside
+        the top k (k = 7, 50 and 512, p = 0.5 and 0.9): every draw in the
+        nucleus, sorted by logit then index, and where u falls in its
+        running sum, to within the float32 roundings at its edge.
 Bench:  64 rows of GPT-2's 50,257 logits, k = 50, T = 0.8: time against
         what a PyTorch user writes (torch.topk, softmax of the top k over T,
         torch.multinomial, the index mapped back), timed in alternation, and
@@ -46,7 +49,7 @@ def load_kernels():
 
     module = cb.compile(KERNEL_FILE)
     k = {}
-    for name, sig in (("sample_topk", "PPPiif"), ("sample_topk_philox", "PIIIPiif")):
+    for name, sig in (("sample_topk", "PPPiiff"), ("sample_topk_philox", "PIIIPiiff")):
         f = module.get_function(name)
         f.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, 2 * MAX_V)
         k[name] = f.prepare(sig)
@@ -87,12 +90,15 @@ KAT = [((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
 
 
 # --8<-- [start:launch]
-def sample(kernels, logits, u, out, k: int, temperature: float, seed: int | None = None, step: int = 0) -> None:
+def sample(kernels, logits, u, out, k: int, temperature: float, seed: int | None = None, step: int = 0,
+           top_p: float = 1.0) -> None:
     """out[r] = the token drawn from row r of logits (B, V) bf16 (uint16),
     V <= 65,536, with u (B,) float32 in [0, 1), or, with u None and a
     seed (0 <= seed < 2^64), u drawn on the device by Philox at counter
     (r, step); out (B,) int32; the top k logits (ties at the k-th kept),
-    temperature > 0."""
+    temperature > 0; top_p in (0, 1]: below 1, the draw is from the
+    nucleus of the top k (k <= 512; a row whose ties at the k-th push the
+    kept count past 1,024 gets -2)."""
     cb.check_array("logits", logits, dtype=np.uint16, ndim=2, on_device=True)
     b = cb.check_size("logits rows", logits.shape[0], high=2**31 - 1)
     v = cb.check_size("logits columns (V)", logits.shape[1], high=MAX_V)
@@ -106,7 +112,11 @@ def sample(kernels, logits, u, out, k: int, temperature: float, seed: int | None
     cb.check_size("k", k, high=v)
     if not (temperature > 0 and math.isfinite(temperature)):
         raise ValueError(f"temperature: a finite number above 0, got {temperature}")
-    tail = (np.int32(v), np.int32(k), np.float32(1 / temperature))
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p: in (0, 1], got {top_p}")
+    if top_p < 1 and k > 512:
+        raise ValueError(f"k: at most 512 with top_p below 1 (the nucleus is sorted in 1,024 places), got {k}")
+    tail = (np.int32(v), np.int32(k), np.float32(1 / temperature), np.float32(top_p))
     if u is not None:
         kernels["sample_topk"].prepared_call((b, 1, 1), (THREADS, 1, 1), logits.gpudata, u.gpudata, out.gpudata,
                                              *tail, shared_size=2 * v)
@@ -141,6 +151,47 @@ def check_draws(tag, picks, u, x64, k, temperature):
     cb.report_check(cb.expect(f"{tag}: every draw kept and where u falls", bad.size == 0,
                               "all" if bad.size == 0 else
                               f"{bad.size} of {b} rows wrong, e.g. row {bad[0]}: token {picks[bad[0]]}"))
+
+
+def check_nucleus(tag, picks, u, x64, k, temperature, top_p):
+    """Top-p draws: the token is in the nucleus (the fewest of the top k,
+    by logit then index, whose weights reach top_p of theirs), and where u
+    falls in the nucleus's running sum in that order; the nucleus's edge
+    and the sums to within the kernel's float32 roundings."""
+    kept, _ = reference(x64, k, temperature)
+    wrong = []
+    for r in range(len(picks)):
+        idx = np.where(kept[r])[0]
+        order = idx[np.lexsort((idx, -x64[r, idx]))]          # logit descending, then index
+        w = np.exp((x64[r, order] - x64[r].max()) / temperature)
+        cum = np.cumsum(w)
+        tol = (len(order) + 16) * U32
+        c_lo = int(np.searchsorted(cum, top_p * cum[-1] * (1 - tol)))
+        c_hi = min(len(order) - 1, int(np.searchsorted(cum, top_p * cum[-1] * (1 + tol))))
+        where = np.where(order == picks[r])[0]
+        ok = False
+        if where.size:
+            pos = int(where[0])
+            lo = cum[pos - 1] if pos else 0.0
+            ok = any(pos <= c and lo - tol * cum[c] <= u[r] * cum[c] <= cum[pos] + tol * cum[c]
+                     for c in range(c_lo, c_hi + 1))
+        if not ok:
+            wrong.append(r)
+    cb.report_check(cb.expect(f"{tag} top-p {top_p}: every draw in the nucleus and where u falls", not wrong,
+                              "all" if not wrong else f"{len(wrong)} rows wrong, e.g. row {wrong[0]}: {picks[wrong[0]]}"))
+
+
+def run_nucleus(kernels, b, v, k, temperature, top_p, rng):
+    from pycuda import gpuarray
+
+    x16 = to_bf16((2 * rng.standard_normal((b, v))).astype(np.float32))
+    u = np.minimum(rng.random(b).astype(np.float32), np.float32(1 - 2**-24))
+    u[-2:] = (0.0, 1 - 2**-24)
+    out = gpuarray.empty(b, np.int32)
+    out.fill(np.int32(-1))
+    sample(kernels, gpuarray.to_gpu(x16), gpuarray.to_gpu(u), out, k, temperature, top_p=top_p)
+    check_nucleus(f"V={v} k={k} T={temperature}", out.get(), u, from_bf16(x16).astype(np.float64), k, temperature,
+                  top_p)
 
 
 def run_rows(kernels, b, v, k, temperature, rng):
@@ -234,6 +285,9 @@ def main(argv=None) -> int:
                 run_rows(kernels, 64, v, k, t, rng)
     for v, k in ((256, 256), (1000, 50), (50257, 50)):
         run_stratified(kernels, v, k, 1.0, rng)
+    for v, k in ((7, 7), (1000, 50), (50257, 50), (50257, 512)):
+        for top_p in (0.5, 0.9):
+            run_nucleus(kernels, 64, v, k, 0.8, top_p, rng)
     check_philox(kernels, rng)
     if args.bench:
         bench(kernels, args.seed)
