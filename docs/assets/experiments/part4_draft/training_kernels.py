@@ -78,6 +78,26 @@ def merge_qkv_grad(k, dq, dk, dv, dqkv):
                                  *map(np.int32, (b, h, t, d)))
 
 
+def embed_forward(k, tok, wte, wpe, x, t: int) -> None:
+    """x[r] = wte[tok[r]] + wpe[r % t]: tok (M,) int32 on the device (its
+    range is the caller's: the kernel does not check it), wte (V, C) and
+    wpe (>= t, C) bf16, x (M, C) bf16, C a multiple of 8."""
+    cb.check_array("tok", tok, dtype=np.int32, ndim=1, on_device=True)
+    _bf16("wte", wte, ndim=2)
+    v, c = wte.shape
+    if c % 8:
+        raise ValueError(f"wte: C must be a multiple of 8, got {c}")
+    _bf16("wpe", wpe, ndim=2)
+    if wpe.shape[1] != c or wpe.shape[0] < t:
+        raise ValueError(f"wpe: expected at least ({t}, {c}), got {tuple(wpe.shape)}")
+    m = cb.check_size("tok.size", tok.size)
+    _bf16("x", x, shape=(m, c))
+    cb.check_size("x.size", x.size)
+    cb.check_separate("x", x, wte=wte, wpe=wpe)
+    k["embed_fwd"].prepared_call(*_grid(x.size // 8), tok.gpudata, wte.gpudata, wpe.gpudata, x.gpudata,
+                                 np.int32(m), np.int32(t), np.int32(c))
+
+
 def gelu_forward(k, pre, hid):
     _bf16("pre", pre)
     _bf16("hid", hid, shape=pre.shape)
@@ -105,6 +125,7 @@ def layernorm_bwd_add(k, dy, x, gamma, mean, rstd, dres, dgamma, dbeta, partials
     if not 1 <= blocks <= cb.ceil_div(rows, LN_WARPS):
         raise ValueError(f"partials: 1 to {cb.ceil_div(rows, LN_WARPS)} blocks for {rows} rows, got {blocks}")
     part_g, part_b = int(partials.gpudata), int(partials.gpudata) + 4 * blocks * c
+    cb.check_separate("dres", dres, dy=dy, x=x, gamma=gamma)
     k["ln", c // 256].prepared_call((blocks, 1, 1), (32 * LN_WARPS, 1, 1), dy.gpudata, x.gpudata, gamma.gpudata,
                                     mean.gpudata, rstd.gpudata, dres.gpudata, part_g, part_b, np.int32(rows))
     for part, out in ((part_g, dgamma), (part_b, dbeta)):
@@ -149,7 +170,37 @@ def check_gelu(k, rng):
     cb.report_check(cb.compare("gelu_forward", from_bf16(hid.get()), want, k=1, scale=bound))
 
 
-def check_layernorm(k, rng):
+def check_embed_and_casts(k, rng):
+    """embed_forward exactly (one bf16 rounding of an exact float sum);
+    the two conversions exactly (bf16 to float32 is exact, and back
+    rounds to nearest, as NumPy's to_bf16)."""
+    from pycuda import gpuarray
+
+    v, t, c, b = 300, 37, 64, 3
+    # Magnitudes in [0.5, 2): two of them add exactly in float32, so
+    # rounding the float32 sum once is what the kernel's bf16 add does.
+    draw = lambda *s: (rng.uniform(0.5, 2, s) * rng.choice([-1, 1], s)).astype(np.float32)  # noqa: E731
+    wte16, wpe16 = to_bf16(draw(v, c)), to_bf16(draw(t, c))
+    tok = rng.integers(0, v, b * t).astype(np.int32)
+    x = gpuarray.empty((b * t, c), np.uint16)
+    x.fill(np.uint16(0x7FC0))
+    embed_forward(k, gpuarray.to_gpu(tok), gpuarray.to_gpu(wte16), gpuarray.to_gpu(wpe16), x, t)
+    want = to_bf16(from_bf16(wte16)[tok] + from_bf16(wpe16)[np.arange(b * t) % t])
+    same = np.array_equal(x.get(), want)
+    cb.report_check(cb.expect("embed_forward: every element", same, "equal" if same else "differs"))
+    a16 = to_bf16(rng.standard_normal(1001).astype(np.float32))
+    f32 = gpuarray.empty(1001, np.float32)
+    k["bf16_to_f32"].prepared_call(*_grid(1001), gpuarray.to_gpu(a16).gpudata, f32.gpudata, np.int64(1001))
+    ok = np.array_equal(f32.get(), from_bf16(a16))
+    cb.report_check(cb.expect("bf16_to_f32: exact", ok, "equal" if ok else "differs"))
+    src = rng.standard_normal(1001).astype(np.float32)
+    out = gpuarray.empty(1001, np.uint16)
+    k["f32_to_bf16"].prepared_call(*_grid(1001), gpuarray.to_gpu(src).gpudata, out.gpudata, np.int64(1001))
+    ok = np.array_equal(out.get(), to_bf16(src))
+    cb.report_check(cb.expect("f32_to_bf16: rounded to nearest", ok, "equal" if ok else "differs"))
+
+
+def check_layernorm(k, rng, sm_count):
     from pycuda import gpuarray
 
     for c in (256, 512, 768, 1024):
@@ -165,7 +216,7 @@ def check_layernorm(k, rng):
             gy = dy * g
             dx = rstd32[:, None] * (gy - gy.mean(1, keepdims=True) - xh * (gy * xh).mean(1, keepdims=True))
             want = r0 + dx
-            blocks = min(132, cb.ceil_div(rows, LN_WARPS))
+            blocks = min(2 * sm_count, cb.ceil_div(rows, LN_WARPS))
             dev = {n: gpuarray.to_gpu(to_bf16(a.astype(np.float32))) for n, a in
                    (("dy", dy), ("x", x), ("g", g), ("dres", r0))}
             st = {n: gpuarray.to_gpu(a) for n, a in (("mean", mean32), ("rstd", rstd32))}
@@ -188,12 +239,13 @@ def check_layernorm(k, rng):
 
 def main(argv=None) -> int:
     args = cb.parse_args(argv, __doc__, bench_n=0)
-    cb.init()
+    info = cb.init()
     k = load_kernels()
     rng = np.random.default_rng(args.seed)
     check_moves(k, rng)
     check_gelu(k, rng)
-    check_layernorm(k, rng)
+    check_embed_and_casts(k, rng)
+    check_layernorm(k, rng, info.sm_count)
     return cb.finish()
 
 
