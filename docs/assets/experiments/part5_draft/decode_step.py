@@ -27,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "part4_draft"))
 import reference_train as ref  # noqa: E402
+from training_step import gelu  # noqa: E402
 
 EPS = 1e-5
 
@@ -76,10 +77,6 @@ class NumpyDecodeOps:
     def logits(self, x, wte):
         """part5_draft/gemv with W = wte itself: (V, C) is already (N, K)."""
         return x @ wte.T
-
-
-def gelu(v):
-    return 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
 
 
 # --8<-- [start:step]

@@ -2,6 +2,7 @@
 # select, the threads' runs, the serial scan, the crossing), run through
 # sample_topk.py's own checks: the checks pass it, and a kernel that drops
 # the ties at the threshold or forgets the temperature fails them.
+import contextlib
 import sys
 from pathlib import Path
 
@@ -73,16 +74,23 @@ def emulate_row(bits, u, k, temperature, variant=""):
     return -1
 
 
-def trial(variant):
-    rng = np.random.default_rng(0)
-    verdicts = []
-    real = cb.report_check
+@contextlib.contextmanager
+def captured():
+    """The checks' verdicts, in order, instead of reports."""
+    verdicts, real = [], cb.report_check
     cb.report_check = lambda r, **_: verdicts.append(r.passed) or r.passed
     try:
+        yield verdicts
+    finally:
+        cb.report_check = real
+
+
+def trial(variant):
+    rng = np.random.default_rng(0)
+    with captured() as verdicts:
         for v, k, temp in ((7, 5, 0.7), (1000, 50, 1.0), (1000, 1000, 0.7), (3000, 1, 1.0)):
             x16 = to_bf16((2 * rng.standard_normal((16, v))).astype(np.float32))
-            u = np.minimum(rng.random(16).astype(np.float32), np.float32(1 - 2**-24))
-            u[-2:] = (0.0, 1 - 2**-24)
+            u = st.draw_u(rng, 16)
             picks = np.array([emulate_row(x16[r], u[r], k, temp, variant) for r in range(16)])
             st.check_draws(f"V={v}", picks, u, from_bf16(x16).astype(np.float64), k, temp)
         # stratified, one row
@@ -94,8 +102,6 @@ def trial(variant):
         prob = np.diff(np.concatenate([[0.0], cum[0]])) / cum[0, -1]
         worst = np.abs(np.bincount(picks, minlength=v) - n * prob).max()
         verdicts.append(bool(worst <= 2))
-    finally:
-        cb.report_check = real
     return verdicts
 
 
@@ -137,18 +143,12 @@ def emulate_nucleus(bits, u, k, temperature, top_p, variant=""):
 
 def trial_nucleus(variant):
     rng = np.random.default_rng(1)
-    verdicts = []
-    real = cb.report_check
-    cb.report_check = lambda r, **_: verdicts.append(r.passed) or r.passed
-    try:
+    with captured() as verdicts:
         for v, k, p in ((7, 7, 0.5), (1000, 50, 0.9), (3000, 200, 0.5)):
             x16 = to_bf16((2 * rng.standard_normal((32, v))).astype(np.float32))
-            u = np.minimum(rng.random(32).astype(np.float32), np.float32(1 - 2**-24))
-            u[-2:] = (0.0, 1 - 2**-24)
+            u = st.draw_u(rng, 32)
             picks = np.array([emulate_nucleus(x16[r], u[r], k, 0.8, p, variant) for r in range(32)])
             st.check_nucleus(f"V={v}", picks, u, from_bf16(x16).astype(np.float64), k, 0.8, p)
-    finally:
-        cb.report_check = real
     return verdicts
 
 

@@ -153,6 +153,15 @@ def check_draws(tag, picks, u, x64, k, temperature):
                               f"{bad.size} of {b} rows wrong, e.g. row {bad[0]}: token {picks[bad[0]]}"))
 
 
+def draw_u(rng, b: int) -> np.ndarray:
+    """b uniform numbers in [0, 1) as float32 (which can round up to 1, so
+    capped below it), the last two the ends: 0 and 1 - 2^-24, the first and
+    the last token drawn."""
+    u = np.minimum(rng.random(b).astype(np.float32), np.float32(1 - 2**-24))
+    u[-2:] = (0.0, 1 - 2**-24)
+    return u
+
+
 def check_nucleus(tag, picks, u, x64, k, temperature, top_p):
     """Top-p draws: the token is in the nucleus (the fewest of the top k,
     by logit then index, whose weights reach top_p of theirs), and where u
@@ -185,8 +194,7 @@ def run_nucleus(kernels, b, v, k, temperature, top_p, rng):
     from pycuda import gpuarray
 
     x16 = to_bf16((2 * rng.standard_normal((b, v))).astype(np.float32))
-    u = np.minimum(rng.random(b).astype(np.float32), np.float32(1 - 2**-24))
-    u[-2:] = (0.0, 1 - 2**-24)
+    u = draw_u(rng, b)
     out = gpuarray.empty(b, np.int32)
     out.fill(np.int32(-1))
     sample(kernels, gpuarray.to_gpu(x16), gpuarray.to_gpu(u), out, k, temperature, top_p=top_p)
@@ -198,8 +206,7 @@ def run_rows(kernels, b, v, k, temperature, rng):
     from pycuda import gpuarray
 
     x16 = to_bf16((2 * rng.standard_normal((b, v))).astype(np.float32))
-    u = np.minimum(rng.random(b).astype(np.float32), np.float32(1 - 2**-24))   # float32 can round up to 1
-    u[-2:] = (0.0, 1 - 2**-24)                       # the ends of [0, 1): the first and the last token drawn
+    u = draw_u(rng, b)
     xg, ug = gpuarray.to_gpu(x16), gpuarray.to_gpu(u)
     out = gpuarray.empty(b, np.int32)
     out.fill(np.int32(-1))                           # a row not written shows as -1
