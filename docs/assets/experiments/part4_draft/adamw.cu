@@ -20,7 +20,8 @@
 //                   p = p - lr (m / c1 / (sqrt(v / c2) + eps) + wd p)
 //                   w = bf16(p)
 //                 with c1 = 1 - b1^t, c2 = 1 - b2^t from the host.
-// Bytes a parameter: read g 2, p 4, m 4, v 4; write p 4, m 4, v 4, w 2: 28.
+// Bytes a parameter: the update reads g 2, p 4, m 4, v 4 and writes p 4, m 4,
+// v 4, w 2 (28); the norm reads g once more (2): 30 for the step.
 
 #include <cuda_bf16.h>
 
