@@ -200,6 +200,28 @@ def test_helper_file_is_hashed_into_its_users_and_orphans_are_found(tree):
     assert hashing.content_hash(user) != h1 != before
 
 
+
+def test_data_file_a_listing_names_is_hashed_with_it_and_is_no_orphan(tree):
+    """A data file (`_*`, not code) that a listing or its helper names whole
+    in a string belongs to that listing: no orphan, and editing it stales
+    the listing's record. A name in a comment, a path, or a file that is
+    not there adds nothing."""
+    ch = tree / "code" / "threads_warps"
+    already = set(listings.orphans(tree))
+    (ch / "_text.txt").write_text("the data\n")
+    (ch / "_helper.py").write_text('from pathlib import Path\nDATA = Path(__file__).with_name("_text.txt")\n'
+                                   '# "_other.txt"\nMISSING = "_absent.txt"\n')
+    assert {p.name for p in set(listings.orphans(tree)) - already} == {"_text.txt", "_helper.py"}
+    user = listings.find("threads_warps/warp_sum", tree)
+    user.py.write_text(user.py.read_text().replace("import numpy as np\n", "import numpy as np\nimport _helper\n", 1))
+    assert set(listings.orphans(tree)) - already == set()
+    assert [p.name for p in listings.code_closure(user) if p.suffix == ".txt"] == ["_text.txt"]
+    h1 = hashing.content_hash(user)
+    (ch / "_text.txt").write_text("other data\n")
+    assert hashing.content_hash(user) != h1
+    (ch / "_other.txt").write_text("named only in a comment\n")
+    assert (ch / "_other.txt") in set(listings.orphans(tree))
+
 def test_exercise_goes_stale_when_the_listing_it_imports_changes(tree):
     by_id = {lst.id: lst for lst in listings.discover(tree)}
     assert [d.id for d in listings.uses(by_id["threads_warps/ex1_tail_effect"])] == ["threads_warps/block_placement"]

@@ -163,6 +163,29 @@ def _code_file(root: Path, chapter: str, module: str) -> Path | None:
     return None
 
 
+CODE_SUFFIXES = (".py", ".cu", ".cuh")
+
+
+def data_files(py: Path) -> list[Path]:
+    """The data files a module of code/<chapter>/ reads from its own folder:
+    files whose name starts with `_` and is not code (`_book.txt`), named
+    whole in one of the module's string literals. They belong to the
+    listings that run the module, and are hashed with their code: the
+    same code on other data is another experiment."""
+    try:
+        tree = ast.parse(py.read_text(), filename=str(py))
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("_") \
+                and "/" not in node.value and not node.value.endswith(CODE_SUFFIXES):
+            p = py.parent / node.value
+            if p.is_file() and p not in out:
+                out.append(p)
+    return sorted(out)
+
+
 def _included(cu: Path) -> list[Path]:
     """Files a .cu file #includes with quotes, from its own folder."""
     out = []
@@ -175,8 +198,9 @@ def _included(cu: Path) -> list[Path]:
 
 def code_closure(listing: Listing) -> list[Path]:
     """The chapter files whose code runs when the listing runs: its own, those
-    of the listings and helpers it imports (directly or through them), and the
-    files their kernels #include. In a stable order, own files first."""
+    of the listings and helpers it imports (directly or through them), the
+    files their kernels #include, and the data files they read (data_files).
+    In a stable order, own files first."""
     root = listing.root
     seen: dict[Path, None] = {}
     todo = list(listing.files)
@@ -193,7 +217,8 @@ def code_closure(listing: Listing) -> list[Path]:
                     cu = dep.with_suffix(".cu")
                     if cu.is_file():
                         todo.append(cu)
-        else:
+            todo += data_files(f)
+        elif f.suffix in (".cu", ".cuh"):
             todo += _included(f)
     own = listing.files
     return own + sorted((p for p in seen if p not in own), key=lambda p: p.as_posix())
