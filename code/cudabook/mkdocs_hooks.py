@@ -343,6 +343,7 @@ def _values(rec: record.Record, b=None) -> dict:
         "pycuda": env.get("pycuda"), "python": env.get("python"), "torch": env.get("torch"),
         "nvcc": env.get("nvcc"), "host_cpu": env.get("host_cpu"), "host_cores": env.get("host_cores"),
         "host_physical_cores": env.get("host_physical_cores"), "host_simd": env.get("host_simd"),
+        "sm_count": env.get("sm_count"),
         "rate": b and record.benchmark_rate_text(b),
         "copy": b and (b.ceiling_bytes_per_s is not None) and record.rate_text(b.ceiling_bytes_per_s),
         "fraction": b and f"{100 * b.fraction_of_ceiling:.0f}%",
