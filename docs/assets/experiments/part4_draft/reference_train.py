@@ -106,7 +106,7 @@ def train(cfg: Config, device: str = "cuda") -> dict:
     import torch
     import torch.nn.functional as F
 
-    tokens = corpus.tokens_of(corpus.build())
+    tokens = corpus.tokens_of(corpus.text())
     train_tokens, val_tokens = corpus.split(tokens)
     w = init_weights(cfg)
     p = {k: torch.tensor(v, device=device, requires_grad=True) for k, v in w.items()}

@@ -485,7 +485,7 @@ def bench_step(cfg, seed: int = 0) -> dict:
     from cudabook import evidence
     from matmul_tc import tc_gemm
 
-    tokens = corpus.tokens_of(corpus.build())
+    tokens = corpus.tokens_of(corpus.text())
     train_tokens, _ = corpus.split(tokens)
     x, y = corpus.batches(train_tokens, 0, cfg.batch, cfg.context, cfg.seed)
     ops, params = BookOps(cfg), Params(ref.init_weights(cfg))
@@ -537,7 +537,7 @@ def main(argv=None) -> int:
     small = ref.Config(layers=2, heads=4, width=256, context=128, batch=2)
     bad = 0 if args.skip_check else check_first_step(small)
     cfg = ref.Config(steps=args.steps)
-    tokens = corpus.tokens_of(corpus.build())
+    tokens = corpus.tokens_of(corpus.text())
     train_tokens, _ = corpus.split(tokens)
     ops, params = BookOps(cfg), Params(ref.init_weights(cfg))
     out = {"losses": [], "norms": [], "step_s": []}
