@@ -125,8 +125,8 @@ def loc_table(tk) -> list[tuple]:
         ("softmax", (tk.softmax_rows_kernel, tk.softmax_online_kernel), "softmax_norm/softmax.cu",
          ("online_chunk", "registers")),
         ("softmax helpers", (), "softmax_norm/_rows.cuh", ()),
-        ("GEMM (pointers)", (tk.matmul_kernel,), "matmul_tc/wgmma_gemm.cu", ()),
-        ("GEMM (TMA)", (tk.matmul_tma_kernel,), None, ()),
+        ("GEMM (pointers)", (tk._tile_of, tk.matmul_kernel), "matmul_tc/wgmma_gemm.cu", ()),
+        ("GEMM (TMA)", (tk._tile_of, tk.matmul_tma_kernel), None, ()),
         ("attention", (tk._attend, tk.attention_kernel), "attention/flash_bf16.cu", ()),
     ]
     out = []

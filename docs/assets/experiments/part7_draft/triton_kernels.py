@@ -220,6 +220,18 @@ def softmax(x, out=None, *, plan: dict | None = None):
 
 # ---------------------------------------------------------------- (c) bf16 GEMM
 
+@triton.jit
+def _tile_of(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Program pid's tile (row, column) of C. GROUP_M tile rows walk along N
+    together, so the B tiles they share are read from the L2, not from
+    memory (the .cu's tile_of)."""
+    tiles_m, tiles_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
+    first_m = pid // (GROUP_M * tiles_n) * GROUP_M
+    group_rows = tl.minimum(tiles_m - first_m, GROUP_M)
+    within = pid % (GROUP_M * tiles_n)
+    return first_m + within % group_rows, within // group_rows
+
+
 # --8<-- [start:matmul]
 @triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
@@ -228,16 +240,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     """One BLOCK_M x BLOCK_N tile of C = A @ B. A (M, K) and B (K, N) are
     row-major bf16, as the book's wgmma_gemm reads them; C (M, N) bf16,
     accumulated in float32 and rounded once."""
-    # Tile order: GROUP_M tile rows walk along N together, so the B tiles
-    # they share are read from the L2, not from memory (the .cu's tile_of).
-    pid = tl.program_id(0)
-    tiles_m, tiles_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
-    group = pid // (GROUP_M * tiles_n)
-    first_m = group * GROUP_M
-    group_rows = tl.minimum(tiles_m - first_m, GROUP_M)
-    within = pid % (GROUP_M * tiles_n)
-    tile_m = first_m + within % group_rows
-    tile_n = within // group_rows
+    tile_m, tile_n = _tile_of(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
     rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -317,14 +320,8 @@ def matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
     tile shape; a load names the tile's corner, and the copy engine fills
     what lies outside the matrix with zeros, so no masks. (The book's
     wgmma_gemm moves its tiles the same way.)"""
-    pid = tl.program_id(0)
-    tiles_m, tiles_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
-    group = pid // (GROUP_M * tiles_n)
-    first_m = group * GROUP_M
-    group_rows = tl.minimum(tiles_m - first_m, GROUP_M)
-    within = pid % (GROUP_M * tiles_n)
-    m0 = (first_m + within % group_rows) * BLOCK_M
-    n0 = (within // group_rows) * BLOCK_N
+    tile_m, tile_n = _tile_of(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    m0, n0 = tile_m * BLOCK_M, tile_n * BLOCK_N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         acc = tl.dot(a_desc.load([m0, k0]), b_desc.load([k0, n0]), acc)
